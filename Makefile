@@ -1,0 +1,37 @@
+# Countersign: `make demo` runs it with its demo, `make test` runs the whole suite.
+PYTHON_BIN := $(shell scripts/find-python)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format install clean
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON_BIN)" || { echo "No Python >= 3.12 found (see the message above)"; exit 1; }
+	@test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,demo]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) scripts/demo.py
+
+test: $(STAMP)
+	scripts/ensure-services
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	scripts/check-compose
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,16 @@
+"""Countersign's URL map: the composition root wires every app's pages here."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from control import views
+
+urlpatterns = [
+    path("healthz", views.healthz, name="healthz"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+    path("django-rq/", include("django_rq.urls")),
+    path("sandbox/", include("sandbox.urls")),
+]
