@@ -33,7 +33,9 @@ def env_bool(name: str, default: bool = False) -> bool:
         return True
     if lowered in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name} must be one of 1/0, true/false, yes/no, on/off; got {value!r}")
+    raise ImproperlyConfigured(
+        f"{name} must be one of 1/0, true/false, yes/no, on/off; got {value!r}"
+    )
 
 
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from control import views
 
 urlpatterns = [
+    path("", RedirectView.as_view(url="/accounts/login/", permanent=False)),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

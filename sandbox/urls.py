@@ -1,3 +1,20 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from sandbox import views
+
+app_name = "sandbox"
+
+urlpatterns = [
+    path("tickets/<str:ticket_id>", views.ticket_detail, name="ticket-detail"),
+    path("tickets/<str:ticket_id>/close", views.ticket_close, name="ticket-close"),
+    # Keys may hold "/" (sent as %2F, which the server decodes): match the whole rest.
+    path("receipts/<path:key>", views.receipt_detail, name="receipt-detail"),
+    path("notifications", views.notifications, name="notifications"),
+    path("payments/charges", views.charges, name="charges"),
+    path("payments/charges/<str:charge_id>", views.charge_detail, name="charge-detail"),
+    path("payments/refunds", views.refunds, name="refunds"),
+    path("effects", views.effects, name="effects"),
+    path("faults", views.faults, name="faults"),
+]

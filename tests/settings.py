@@ -10,11 +10,12 @@ os.environ.setdefault(
 )
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-secret-key-not-for-production")
 os.environ.setdefault(
-    "COUNTERSIGN_CHECKPOINT_KEYS", "test-2:second-test-checkpoint-key,test-1:first-test-checkpoint-key"
+    "COUNTERSIGN_CHECKPOINT_KEYS",
+    "test-2:second-test-checkpoint-key,test-1:first-test-checkpoint-key",
 )
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
-from control.settings import *  # noqa: E402, F403
+from control.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 COUNTERSIGN_ALLOW_FAULT_POINTS = True

@@ -1,0 +1,105 @@
+"""Tenancy, roles, API tokens and the audit chain: the foundation every app builds on."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Tenant(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.SlugField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    OPERATOR = "operator"
+    RECONCILER = "reconciler"
+    AUDITOR = "auditor"
+    ADMIN = "admin"
+
+
+class Membership(models.Model):
+    """One role of one user in one tenant; a person may hold several roles."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "user", "role"], name="membership_unique_role"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(role__in=Role.values), name="membership_known_role"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} in {self.tenant}"
+
+
+class ApiToken(models.Model):
+    """A tenant-scoped bearer token; only its SHA-256 is stored, the token is shown once."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    token_hash = models.CharField(max_length=71, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="api_token_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}...)"
+
+
+class AuditEntry(models.Model):
+    """Append-only, hash-chained record of every human decision and state transition."""
+
+    seq = models.BigIntegerField(unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, null=True, blank=True)
+    actor = models.CharField(max_length=150)
+    verb = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=64, blank=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    reason = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=71)
+    hash = models.CharField(max_length=71, unique=True)
+
+    class Meta:
+        ordering = ["seq"]
+        indexes = [models.Index(fields=["tenant", "seq"], name="audit_tenant_seq")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.actor} {self.verb}"
+
+
+class AuditChainHead(models.Model):
+    """A single row that serialises appends to the audit chain and names its current head."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    seq = models.BigIntegerField(default=0)
+    hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="audit_head_single")]
+
+    def __str__(self) -> str:
+        return f"audit head #{self.seq}"

@@ -1,0 +1,47 @@
+"""The sweep: re-drives work from PostgreSQL (outbox, expiries, due and orphaned actions,
+missing reconciliation cases). `--loop` repeats until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+
+from reconciliation.services import open_missing_cases
+from runs.sweep import sweep_once
+
+
+class Command(BaseCommand):
+    help = "Sweep once (or --loop): outbox, expired approvals, deadlines, due work, cases."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--loop", action="store_true", help="keep sweeping until stopped")
+        parser.add_argument("--interval", type=float, default=1.0, help="seconds between passes")
+
+    def handle(self, *args, loop, interval, **options):
+        stopping = False
+
+        def stop(signum, frame):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        while True:
+            close_old_connections()
+            report = sweep_once()
+            cases = open_missing_cases()
+            if options["verbosity"] > 1 or (options["verbosity"] and not loop):
+                self.stdout.write(
+                    f"relayed {report.relayed}, expired {report.expired}, stopped "
+                    f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}"
+                )
+            for error in report.errors:
+                self.stderr.write(error)
+            if not loop or stopping:
+                return
+            time.sleep(interval)
+            if stopping:
+                return

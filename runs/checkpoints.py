@@ -1,0 +1,369 @@
+"""Signed checkpoints: build, sign, and verify in the seed's order.
+
+Verification: strict parse -> envelope -> schema version -> MAC -> upgrade -> business
+invariants -> freshness against the stored run -> lease. Each step fails with its own
+CheckpointError(step, message); nothing is advanced before all of them pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from control import signing
+from control.canonical import canonical_json, idempotency_key, intent_digest
+from control.strictjson import StrictJSONError, parse_strict
+from runs.events import LeaseToken, check_lease, run_state, to_json_value
+from runs.exceptions import CheckpointError, LeaseLost
+from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoint, Run
+
+SCHEMA_VERSION = 1
+ENVELOPE_KEYS = frozenset({"schema_version", "key_id", "mac", "state"})
+
+# Upgraders turn a state of version N into version N+1. Every schema change adds one and
+# keeps the old fixture in tests/fixtures/checkpoints/.
+UPGRADERS: dict[int, Callable[[dict], dict]] = {}
+
+PHASES_WITH_PENDING_ACTION = {
+    "waiting_approval": {"waiting_approval"},
+    "executing": {"approved", "in_flight", "retry_wait"},
+    "waiting_reconciliation": {"uncertain"},
+}
+STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "tenant_id": str,
+    "goal": str,
+    "phase": str,
+    "state_version": int,
+    "last_event_seq": int,
+    "event_head_hash": str,
+    "plan": dict,
+    "completed_work": list,
+    "pending_work": list,
+    "pending_action": (dict, type(None)),
+    "approval": (dict, type(None)),
+    "completed_actions": list,
+    "in_doubt_actions": list,
+    "budget": dict,
+    "deadline": (str, type(None)),
+    "versions": dict,
+    "next_eligible_at": (str, type(None)),
+    "retry_count": int,
+    "stop_reason": str,
+    "evidence": (dict, type(None)),
+}
+KNOWN_PHASES = frozenset(Run.Phase.values)
+
+
+def _observation_state(observation) -> dict | None:
+    if observation is None:
+        return None
+    return {
+        "id": str(observation.id),
+        "source": observation.source,
+        "ref": observation.ref,
+        "content_hash": observation.content_hash,
+        "summary": observation.summary,
+    }
+
+
+def _pending_action_state(action: Action) -> dict:
+    return {
+        "id": str(action.id),
+        "run_id": str(action.run_id),
+        "action_id": action.action_id,
+        "tool": action.tool,
+        "target": action.target,
+        "args": action.args,
+        "contract_version": action.contract_version,
+        "idempotency_key": action.idempotency_key,
+        "intent_digest": action.intent_digest,
+        "status": action.status,
+        "needs_approval": action.needs_approval,
+        "observation": _observation_state(action.observation),
+    }
+
+
+def _approval_state(action: Action) -> dict | None:
+    grants = [a for a in action.approvals.all() if a.decision == "approve"]
+    if action.needs_approval and not grants:
+        return None
+    if not grants:
+        return {"decision": "not_required", "intent_digest": action.intent_digest}
+    return {
+        "decision": "approve",
+        "intent_digest": action.intent_digest,
+        "state_version": action.base_version,
+        "target_scope": action.target,
+        "expires_at": to_json_value("deadline", min(a.expires_at for a in grants)),
+        "approvers": sorted(str(a.approver_id) for a in grants),
+    }
+
+
+def build_state(run: Run) -> dict:
+    """The recoverable state of `run` as the checkpoint records it."""
+    actions = list(
+        run.actions.select_related("observation", "receipt").prefetch_related("approvals")
+    )
+    open_actions = [a for a in actions if a.status in OPEN_ACTION_STATUSES]
+    stopped = run.phase in TERMINAL_PHASES
+    pending = None if stopped or not open_actions else open_actions[0]
+    in_doubt = [
+        {
+            "action_id": a.action_id,
+            "idempotency_key": a.idempotency_key,
+            "intent_digest": a.intent_digest,
+            "status": a.status,
+        }
+        for a in open_actions
+        if stopped
+    ]
+    completed = [
+        {
+            "action_id": a.action_id,
+            "intent_digest": a.intent_digest,
+            "status": a.status,
+            "receipt": {
+                "idempotency_key": a.receipt.idempotency_key,
+                "intent_digest": a.receipt.intent_digest,
+                "receipt_id": a.receipt.receipt_id,
+                "target_version": a.receipt.target_version,
+                "status": a.receipt.status,
+                "source": a.receipt.source,
+            },
+        }
+        for a in actions
+        if a.status in ("succeeded", "satisfied") and hasattr(a, "receipt")
+    ]
+    fields = run_state(run)
+    return {
+        "run_id": str(run.id),
+        "tenant_id": str(run.tenant_id),
+        "goal": run.goal,
+        "phase": run.phase,
+        "state_version": run.state_version,
+        "last_event_seq": run.last_event_seq,
+        "event_head_hash": run.event_head_hash,
+        "plan": run.plan,
+        "completed_work": run.completed_work,
+        "pending_work": run.pending_work,
+        "pending_action": _pending_action_state(pending) if pending else None,
+        "approval": _approval_state(pending) if pending else None,
+        "completed_actions": sorted(completed, key=lambda c: c["action_id"]),
+        "in_doubt_actions": in_doubt,
+        "budget": {"limit": run.budget_limit, "used": run.budget_used},
+        "deadline": fields["deadline"],
+        "versions": run.versions,
+        "next_eligible_at": fields["next_eligible_at"],
+        "retry_count": run.retry_count,
+        "stop_reason": run.stop_reason,
+        "evidence": run.evidence,
+    }
+
+
+def _signed_part(schema_version: int, key_id: str, state: dict) -> bytes:
+    return canonical_json({"schema_version": schema_version, "key_id": key_id, "state": state})
+
+
+def sign_state(state: dict) -> tuple[str, str]:
+    """Returns (key id, envelope text) for `state`, signed with the current key."""
+    key_id = signing.current_key_id()
+    key_id, mac = signing.sign(_signed_part(SCHEMA_VERSION, key_id, state))
+    envelope = {"schema_version": SCHEMA_VERSION, "key_id": key_id, "mac": mac, "state": state}
+    return key_id, canonical_json(envelope).decode()
+
+
+def checkpoint_write(run: Run) -> Checkpoint:
+    """Signs the run's current state; call inside the transaction that changed it."""
+    key_id, body = sign_state(build_state(run))
+    return Checkpoint.objects.create(
+        run=run,
+        state_version=run.state_version,
+        schema_version=SCHEMA_VERSION,
+        key_id=key_id,
+        body=body,
+    )
+
+
+def _parse(text: str | bytes) -> dict:
+    try:
+        envelope = parse_strict(text)
+    except StrictJSONError as error:
+        raise CheckpointError("parse", str(error)) from None
+    if not isinstance(envelope, dict) or set(envelope) != ENVELOPE_KEYS:
+        found = sorted(envelope) if isinstance(envelope, dict) else type(envelope).__name__
+        raise CheckpointError("envelope", f"expected keys {sorted(ENVELOPE_KEYS)}, got {found}")
+    if not isinstance(envelope["key_id"], str) or not isinstance(envelope["mac"], str):
+        raise CheckpointError("envelope", "key_id and mac must be strings")
+    if not isinstance(envelope["state"], dict):
+        raise CheckpointError("envelope", "state must be an object")
+    return envelope
+
+
+def _check_schema_version(version) -> None:
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CheckpointError(
+            "schema_version", f"schema_version must be an integer, got {version!r}"
+        )
+    if version > SCHEMA_VERSION:
+        raise CheckpointError(
+            "schema_version",
+            f"written by a newer Countersign (schema v{version}, this server knows up to "
+            f"v{SCHEMA_VERSION}); upgrade this server or restore the run by hand",
+        )
+    if version < SCHEMA_VERSION and version not in UPGRADERS:
+        raise CheckpointError(
+            "schema_version",
+            f"schema v{version} has no upgrader; restore the run by hand from its events",
+        )
+
+
+def _upgrade(version: int, state: dict) -> dict:
+    while version < SCHEMA_VERSION:
+        state = UPGRADERS[version](state)
+        version += 1
+    return state
+
+
+def check_invariants(state: dict) -> None:
+    """Business rules a state must meet beyond its types; raises CheckpointError."""
+
+    def fail(message: str):
+        raise CheckpointError("invariants", message)
+
+    for field, kind in STATE_FIELDS.items():
+        if field not in state:
+            fail(f"missing field {field!r}")
+        value = state[field]
+        if (isinstance(value, bool) and kind is int) or not isinstance(value, kind):
+            fail(f"field {field!r} has the wrong type")
+    if extra := set(state) - set(STATE_FIELDS):
+        fail(f"unknown fields {sorted(extra)}")
+    phase = state["phase"]
+    if phase not in KNOWN_PHASES:
+        fail(f"unknown phase {phase!r}")
+    if state["state_version"] < 1 or state["last_event_seq"] != state["state_version"]:
+        fail("state version and event sequence must be equal and positive")
+    pending = state["pending_action"]
+    allowed = PHASES_WITH_PENDING_ACTION.get(phase)
+    if allowed is None and pending is not None:
+        fail(f"phase {phase!r} must not hold an executable pending action")
+    if allowed is not None:
+        if pending is None:
+            fail(f"phase {phase!r} requires a frozen pending action")
+        _check_pending_action(pending, allowed, fail)
+        if phase == "waiting_approval" and not pending.get("observation"):
+            fail("waiting_approval requires the observation that justified the action")
+        if phase == "executing":
+            _check_approval(pending, state["approval"], fail)
+    for completed in state["completed_actions"]:
+        receipt = completed.get("receipt") if isinstance(completed, dict) else None
+        if not isinstance(receipt, dict) or receipt.get("intent_digest") != completed.get(
+            "intent_digest"
+        ):
+            fail("a completed action lacks a receipt with its own digest")
+    if phase == "completed":
+        _check_evidence(state, fail)
+    budget = state["budget"]
+    limit, used = budget.get("limit"), budget.get("used")
+    if not isinstance(used, int) or used < 0 or (limit is not None and not isinstance(limit, int)):
+        fail("budget must hold an integer limit (or null) and used")
+    if limit is not None and used > limit and phase != "budget_exhausted":
+        fail("budget overspent but the run is not budget_exhausted")
+
+
+def _check_pending_action(pending: dict, allowed: set[str], fail) -> None:
+    required = (
+        "action_id",
+        "tool",
+        "target",
+        "args",
+        "contract_version",
+        "idempotency_key",
+        "intent_digest",
+        "status",
+        "run_id",
+    )
+    if any(field not in pending for field in required):
+        fail("the pending action is missing frozen fields")
+    if pending["status"] not in allowed:
+        fail(f"pending action status {pending['status']!r} does not fit the phase")
+    try:
+        digest = intent_digest(tool=pending["tool"], target=pending["target"], args=pending["args"])
+        key = idempotency_key(
+            run_id=pending["run_id"],
+            action_id=pending["action_id"],
+            target=pending["target"],
+            contract_version=pending["contract_version"],
+        )
+    except (TypeError, ValueError) as error:
+        fail(f"the pending action cannot be fingerprinted: {error}")
+    if digest != pending["intent_digest"]:
+        fail("the pending action's digest does not match its tool, target and args")
+    if key != pending["idempotency_key"]:
+        fail("the pending action's idempotency key does not match its identity")
+
+
+def _check_approval(pending: dict, approval: dict | None, fail) -> None:
+    if not pending.get("needs_approval", True):
+        return
+    if not approval or approval.get("decision") != "approve":
+        fail("an executing action that needs approval has no approval")
+    if approval.get("intent_digest") != pending["intent_digest"]:
+        fail("the approval is bound to another digest")
+    for field in ("state_version", "target_scope", "expires_at"):
+        if approval.get(field) is None:
+            fail(f"the approval has no {field}")
+    if approval["target_scope"] != pending["target"]:
+        fail("the approval's scope does not cover the target")
+
+
+def _check_evidence(state: dict, fail) -> None:
+    evidence = state["evidence"]
+    if (
+        not evidence
+        or not isinstance(evidence.get("action_ids"), list)
+        or not evidence["action_ids"]
+    ):
+        fail("completed requires evidence naming the actions that met the goal")
+    proven = {c["action_id"] for c in state["completed_actions"]}
+    if missing := [a for a in evidence["action_ids"] if a not in proven]:
+        fail(f"completed names actions without a receipt or read: {missing}")
+
+
+def checkpoint_verify(
+    text: str | bytes, *, run: Run | None = None, lease: LeaseToken | None = None
+) -> dict:
+    """Verifies a checkpoint and returns its (upgraded) state. With `run`, it must be that
+    run's latest state; with `lease`, the caller must still hold the run's lease."""
+    envelope = _parse(text)
+    version = envelope["schema_version"]
+    _check_schema_version(version)
+    try:
+        signing.verify(
+            _signed_part(version, envelope["key_id"], envelope["state"]),
+            kid=envelope["key_id"],
+            mac=envelope["mac"],
+        )
+    except signing.SignatureError as error:
+        raise CheckpointError("mac", str(error)) from None
+    state = _upgrade(version, envelope["state"])
+    check_invariants(state)
+    if run is not None:
+        if state["run_id"] != str(run.pk) or state["tenant_id"] != str(run.tenant_id):
+            raise CheckpointError("freshness", "the checkpoint belongs to another run")
+        if state["state_version"] != run.state_version:
+            raise CheckpointError(
+                "freshness",
+                f"the checkpoint is at version {state['state_version']}, "
+                f"the run at {run.state_version}",
+            )
+    if lease is not None:
+        try:
+            check_lease(lease)
+        except LeaseLost as error:
+            raise CheckpointError("lease", str(error)) from None
+    return state
+
+
+def latest_checkpoint(run: Run) -> Checkpoint | None:
+    return run.checkpoints.order_by("-state_version").first()

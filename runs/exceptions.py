@@ -1,0 +1,76 @@
+"""Domain errors of runs; the edge (view, API, job, command) translates them."""
+
+from __future__ import annotations
+
+
+class RunsError(Exception):
+    """Base of every refusal a runs service can raise. `code` is stable for clients."""
+
+    code = "runs_error"
+
+
+class NotFound(RunsError):
+    code = "not_found"
+
+
+class InvalidTransition(RunsError):
+    code = "invalid_transition"
+
+
+class StaleState(RunsError):
+    """Another writer changed the run first (optimistic lock on state_version)."""
+
+    code = "stale_state"
+
+
+class LeaseLost(RunsError):
+    """The caller's lease version is no longer the current one, or it expired."""
+
+    code = "lease_lost"
+
+
+class LeaseBusy(RunsError):
+    """Another owner holds an unexpired lease on the run."""
+
+    code = "lease_busy"
+
+
+class IntentConflict(RunsError):
+    """The same logical action was proposed again with a different digest."""
+
+    code = "intent_conflict"
+
+
+class InvalidArguments(RunsError):
+    code = "invalid_arguments"
+
+
+class GrantMismatch(RunsError):
+    """The approval does not authorise this exact intent now. `rule` names the broken binding."""
+
+    code = "grant_mismatch"
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+class NotAllowed(RunsError):
+    """The person lacks the role, or the policy forbids them (e.g. four eyes)."""
+
+    code = "not_allowed"
+
+
+class MissingEvidence(RunsError):
+    code = "missing_evidence"
+
+
+class CheckpointError(RunsError):
+    """A checkpoint failed verification. `step` is where: parse, envelope, schema_version,
+    mac, invariants, freshness or lease."""
+
+    code = "checkpoint_invalid"
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(f"{step}: {message}")
+        self.step = step

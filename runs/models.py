@@ -1,0 +1,425 @@
+"""Runs and their side effects: events, checkpoints, frozen intents, grants, leases, receipts.
+
+Status fields change only through runs.services; frozen rows (events, intents' identifying
+fields, receipts, checkpoints) are insert-only.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from control.models import Tenant
+
+
+class Run(models.Model):
+    class Phase(models.TextChoices):
+        RUNNING = "running"
+        WAITING_APPROVAL = "waiting_approval"
+        EXECUTING = "executing"
+        WAITING_RECONCILIATION = "waiting_reconciliation"
+        COMPLETED = "completed"
+        BUDGET_EXHAUSTED = "budget_exhausted"
+        DEADLINE_EXCEEDED = "deadline_exceeded"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    goal = models.TextField()
+    phase = models.CharField(max_length=32, choices=Phase.choices, default=Phase.RUNNING)
+    state_version = models.PositiveIntegerField(default=0)
+    last_event_seq = models.PositiveIntegerField(default=0)
+    event_head_hash = models.CharField(max_length=71, blank=True)
+    plan = models.JSONField(default=dict, blank=True)
+    completed_work = models.JSONField(default=list, blank=True)
+    pending_work = models.JSONField(default=list, blank=True)
+    budget_limit = models.PositiveIntegerField(null=True, blank=True)
+    budget_used = models.PositiveIntegerField(default=0)
+    deadline = models.DateTimeField(null=True, blank=True)
+    versions = models.JSONField(default=dict, blank=True)
+    next_eligible_at = models.DateTimeField(null=True, blank=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    stop_reason = models.TextField(blank=True)
+    evidence = models.JSONField(null=True, blank=True)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    phase__in=[
+                        "running",
+                        "waiting_approval",
+                        "executing",
+                        "waiting_reconciliation",
+                        "completed",
+                        "budget_exhausted",
+                        "deadline_exceeded",
+                        "cancelled",
+                        "failed",
+                    ]
+                ),
+                name="run_known_phase",
+            ),
+            models.CheckConstraint(
+                condition=~Q(phase="completed") | Q(evidence__isnull=False),
+                name="run_completed_has_evidence",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="run_tenant_created"),
+            models.Index(fields=["tenant", "phase"], name="run_tenant_phase"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.phase})"
+
+
+TERMINAL_PHASES = frozenset(
+    {
+        Run.Phase.COMPLETED,
+        Run.Phase.BUDGET_EXHAUSTED,
+        Run.Phase.DEADLINE_EXCEEDED,
+        Run.Phase.CANCELLED,
+        Run.Phase.FAILED,
+    }
+)
+
+
+class RunEvent(models.Model):
+    """Append-only; `seq` is continuous per run and `hash` chains each event to the last."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=64)
+    action = models.ForeignKey(
+        "Action", on_delete=models.PROTECT, null=True, blank=True, related_name="events"
+    )
+    actor = models.CharField(max_length=150)
+    payload = models.JSONField(default=dict, blank=True)
+    changes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=71)
+    hash = models.CharField(max_length=71)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="run_event_unique_seq"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="run_event_seq_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class Checkpoint(models.Model):
+    """A signed envelope of the run's recoverable state, exactly as it was signed."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="checkpoints")
+    state_version = models.PositiveIntegerField()
+    schema_version = models.PositiveSmallIntegerField()
+    key_id = models.CharField(max_length=64)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "state_version"], name="checkpoint_unique_version"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.run_id}@{self.state_version}"
+
+
+class Observation(models.Model):
+    """What justified an action: where it came from and a hash of what was seen."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="observations")
+    source = models.CharField(max_length=200)
+    ref = models.CharField(max_length=500)
+    content_hash = models.CharField(max_length=71)
+    summary = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"observation {self.source} {self.ref}"
+
+
+class ToolPolicy(models.Model):
+    """A tenant's approval rules for one tool; absent rows fall back to the tool's defaults."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_policies")
+    tool = models.CharField(max_length=64)
+    needs_approval = models.BooleanField(default=True)
+    four_eyes = models.BooleanField(default=False)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    approval_seconds = models.PositiveIntegerField(default=24 * 3600)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "tool"], name="tool_policy_unique_tool"),
+            models.CheckConstraint(
+                condition=Q(required_approvals__gte=1), name="tool_policy_approvals_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(approval_seconds__gte=1), name="tool_policy_expiry_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} policy for {self.tenant}"
+
+
+class Action(models.Model):
+    """A frozen intent. Tool, target, args, key and digest never change after insert;
+    "edit and approve" creates a new Action under a derived logical id instead."""
+
+    class Status(models.TextChoices):
+        WAITING_APPROVAL = "waiting_approval"
+        APPROVED = "approved"
+        IN_FLIGHT = "in_flight"
+        RETRY_WAIT = "retry_wait"
+        UNCERTAIN = "uncertain"
+        SUCCEEDED = "succeeded"
+        SATISFIED = "satisfied"
+        FAILED = "failed"
+        REJECTED = "rejected"
+        EXPIRED = "expired"
+        SUPERSEDED = "superseded"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="actions")
+    action_id = models.CharField(max_length=200)
+    tool = models.CharField(max_length=64)
+    target = models.CharField(max_length=500)
+    args = models.JSONField(default=dict, blank=True)
+    contract_version = models.CharField(max_length=32)
+    idempotency_key = models.CharField(max_length=900, unique=True)
+    intent_digest = models.CharField(max_length=71)
+    observation = models.ForeignKey(
+        Observation, on_delete=models.PROTECT, null=True, blank=True, related_name="actions"
+    )
+    supersedes = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
+    proposed_by = models.CharField(max_length=150)
+    proposed_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
+    )
+    needs_approval = models.BooleanField()
+    four_eyes = models.BooleanField(default=False)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=32, choices=Status.choices)
+    base_version = models.PositiveIntegerField()
+    base_event_seq = models.PositiveIntegerField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    attempt_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    error_class = models.CharField(max_length=64, blank=True)
+    last_error = models.TextField(blank=True)
+    decision_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "action_id"], name="action_unique_logical_id"),
+            # A run holds at most one executable pending action: its writes are ordered.
+            models.UniqueConstraint(
+                fields=["run"],
+                condition=Q(
+                    status__in=[
+                        "waiting_approval",
+                        "approved",
+                        "in_flight",
+                        "retry_wait",
+                        "uncertain",
+                    ]
+                ),
+                name="action_one_open_per_run",
+            ),
+            models.CheckConstraint(
+                condition=Q(intent_digest__startswith="sha256:"), name="action_digest_format"
+            ),
+            models.CheckConstraint(
+                condition=Q(required_approvals__gte=1), name="action_approvals_positive"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status__in=["approved", "retry_wait"]),
+                name="action_ready_queue",
+            ),
+            models.Index(
+                fields=["tenant", "expires_at"],
+                condition=Q(status="waiting_approval"),
+                name="action_approval_queue",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.target} ({self.status})"
+
+
+OPEN_ACTION_STATUSES = frozenset(
+    {
+        Action.Status.WAITING_APPROVAL,
+        Action.Status.APPROVED,
+        Action.Status.IN_FLIGHT,
+        Action.Status.RETRY_WAIT,
+        Action.Status.UNCERTAIN,
+    }
+)
+
+
+class Approval(models.Model):
+    """One person's decision on one frozen intent, bound to what they saw."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    action = models.ForeignKey(Action, on_delete=models.PROTECT, related_name="approvals")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    reason = models.TextField(blank=True)
+    intent_digest = models.CharField(max_length=71)
+    state_version = models.PositiveIntegerField()
+    target_scope = models.CharField(max_length=500)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["action", "approver"], name="approval_one_per_person"),
+            models.CheckConstraint(
+                condition=Q(decision__in=["approve", "reject"]), name="approval_known_decision"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision} by {self.approver_id} on {self.action_id}"
+
+
+class Lease(models.Model):
+    """One per run. `lease_version` is a fencing token that only grows; time is the database's."""
+
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, primary_key=True)
+    owner = models.CharField(max_length=200, blank=True)
+    lease_version = models.BigIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"lease {self.run_id} v{self.lease_version} by {self.owner or 'nobody'}"
+
+
+class Attempt(models.Model):
+    class Status(models.TextChoices):
+        SENDING = "sending"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        UNCERTAIN = "uncertain"
+        SETTLED_BY_QUERY = "settled_by_query"
+
+    action = models.ForeignKey(Action, on_delete=models.PROTECT, related_name="attempts")
+    number = models.PositiveIntegerField()
+    worker = models.CharField(max_length=200)
+    lease_version = models.BigIntegerField()
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.SENDING)
+    error_class = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    retry_after = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["action", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["action", "number"], name="attempt_unique_number"),
+            models.UniqueConstraint(
+                fields=["action"], condition=Q(status="sending"), name="attempt_one_sending"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["started_at"], condition=Q(status="sending"), name="attempt_sending_queue"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.action_id} ({self.status})"
+
+
+class Receipt(models.Model):
+    """The external system's proof of one effect. Its digest must equal the intent's."""
+
+    class Source(models.TextChoices):
+        RESPONSE = "response"
+        QUERY = "query"
+        READ = "read"
+        RECONCILER = "reconciler"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    action = models.OneToOneField(Action, on_delete=models.PROTECT, related_name="receipt")
+    idempotency_key = models.CharField(max_length=900, blank=True)
+    intent_digest = models.CharField(max_length=71)
+    receipt_id = models.CharField(max_length=200)
+    target_version = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=64)
+    raw_response_hash = models.CharField(max_length=71, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["idempotency_key"], name="receipt_key"),
+            models.Index(fields=["receipt_id"], name="receipt_external_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"receipt {self.receipt_id} for {self.idempotency_key}"
+
+
+class OutboxMessage(models.Model):
+    """Work to hand to RQ, written in the same transaction as the state change that needs it.
+
+    `job` is the dotted path of the job function, so `runs` can hand work to apps that
+    import it (reconciliation) without importing them.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
+    job = models.CharField(max_length=200)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True)
+    action = models.ForeignKey(Action, on_delete=models.PROTECT, null=True, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    delivery_attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                condition=Q(delivered_at__isnull=True),
+                name="outbox_undelivered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"outbox {self.pk} {self.job}"

@@ -1,0 +1,315 @@
+"""The execution protocol's transactional steps, one per arrow of DESIGN.md's protocol.
+
+Each step is one transaction guarded by the run's state_version (compare-and-set) and the
+worker's lease version (fencing). The external call happens between two of these steps,
+never inside one; runs.worker orchestrates them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from control.clock import db_now
+from runs.checkpoints import checkpoint_write
+from runs.events import LeaseToken, append_event
+from runs.exceptions import GrantMismatch
+from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
+from runs.services import (
+    EXECUTE_JOB,
+    action_set_status,
+    grant_check,
+    outbox_write,
+    run_stop,
+)
+from runs.tools.base import ToolReceipt
+
+OPEN_CASE_JOB = "reconciliation.jobs.open_cases"
+Phase = Run.Phase
+Status = Action.Status
+
+
+def _load(action_pk) -> tuple[Action, Run]:
+    action = Action.objects.select_related("run", "run__tenant").get(pk=action_pk)
+    return action, action.run
+
+
+def _phase_after_action(run: Run) -> str:
+    """A run cancelled or stopped while its write was in flight keeps its terminal phase."""
+    return run.phase if run.phase in TERMINAL_PHASES else Phase.RUNNING
+
+
+@transaction.atomic
+def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | None:
+    """Grant check and an Attempt in `sending`, in one transaction. None when there is
+    nothing to send (already settled, refused, or the run stopped)."""
+    action, run = _load(action_pk)
+    if action.status not in (Status.APPROVED, Status.RETRY_WAIT):
+        return None
+    if run.deadline is not None and db_now() >= run.deadline:
+        run_stop(run, phase=Phase.DEADLINE_EXCEEDED, reason="deadline passed", actor=worker)
+        return None
+    if run.budget_limit is not None and run.budget_used >= run.budget_limit:
+        run_stop(run, phase=Phase.BUDGET_EXHAUSTED, reason="budget spent", actor=worker)
+        return None
+    try:
+        grant_check(action)
+    except GrantMismatch as error:
+        _action_refuse(action, run, lease=lease, error=error, worker=worker)
+        return None
+    attempt = Attempt.objects.create(
+        action=action,
+        number=action.attempt_count + 1,
+        worker=worker,
+        lease_version=lease.version,
+        started_at=timezone.now(),
+    )
+    action_set_status(
+        action,
+        expected={Status.APPROVED, Status.RETRY_WAIT},
+        status=Status.IN_FLIGHT,
+        attempt_count=attempt.number,
+    )
+    append_event(
+        run,
+        type="attempt.started",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"attempt": attempt.number, "lease_version": lease.version},
+        changes={"budget_used": run.budget_used + 1},
+    )
+    checkpoint_write(run)
+    return attempt
+
+
+def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, worker: str) -> None:
+    status = Status.EXPIRED if error.rule == "expired" else Status.FAILED
+    action_set_status(
+        action,
+        expected={action.status},
+        status=status,
+        error_class=f"grant_{error.rule}",
+        last_error=str(error),
+    )
+    append_event(
+        run,
+        type="action.refused",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"rule": error.rule, "detail": str(error)},
+        changes={"phase": _phase_after_action(run), "pending_work": []},
+    )
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def receipt_record(
+    *,
+    action_pk,
+    lease: LeaseToken,
+    receipt: ToolReceipt,
+    source: str,
+    worker: str,
+    attempt_pk=None,
+    satisfied: bool = False,
+) -> None:
+    """Stores the proof, marks the action done and advances the run, in one transaction.
+    A receipt whose digest differs from the intent's is never recorded as success."""
+    action, run = _load(action_pk)
+    if receipt.intent_digest != action.intent_digest:
+        raise ValueError("a receipt for another intent cannot prove this action")
+    Receipt.objects.create(
+        tenant_id=action.tenant_id,
+        action=action,
+        idempotency_key=receipt.idempotency_key or "",
+        intent_digest=receipt.intent_digest,
+        receipt_id=receipt.receipt_id,
+        target_version=receipt.target_version,
+        status=receipt.status,
+        raw_response_hash=receipt.raw_response_hash,
+        source=source,
+    )
+    if attempt_pk is not None:
+        Attempt.objects.filter(pk=attempt_pk).update(
+            status=Attempt.Status.SUCCEEDED
+            if source == Receipt.Source.RESPONSE
+            else Attempt.Status.SETTLED_BY_QUERY,
+            finished_at=timezone.now(),
+        )
+    final = Status.SATISFIED if satisfied else Status.SUCCEEDED
+    action_set_status(
+        action,
+        expected={Status.APPROVED, Status.RETRY_WAIT, Status.IN_FLIGHT, Status.UNCERTAIN},
+        status=final,
+        error_class="",
+        last_error="",
+    )
+    append_event(
+        run,
+        type=f"action.{final}",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={
+            "receipt_id": receipt.receipt_id,
+            "source": source,
+            "target_version": receipt.target_version,
+        },
+        changes={
+            "phase": _phase_after_action(run),
+            "pending_work": [],
+            "completed_work": [*run.completed_work, action.action_id],
+        },
+    )
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def attempt_failed(
+    *,
+    attempt_pk,
+    lease: LeaseToken,
+    error_class: str,
+    detail: str,
+    worker: str,
+    retry_in: float | None,
+    retry_after: float | None = None,
+) -> None:
+    """A provable non-effect. With `retry_in` the same intent is tried again later with the
+    same key; without it the action fails and the run stops with the reason."""
+    attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
+    action, run = attempt.action, attempt.action.run
+    Attempt.objects.filter(pk=attempt_pk).update(
+        status=Attempt.Status.FAILED,
+        error_class=error_class,
+        error=detail[:2000],
+        retry_after=retry_after,
+        finished_at=timezone.now(),
+    )
+    if retry_in is not None:
+        due = db_now() + timedelta(seconds=retry_in)
+        action_set_status(
+            action,
+            expected={Status.IN_FLIGHT},
+            status=Status.RETRY_WAIT,
+            next_attempt_at=due,
+            error_class=error_class,
+            last_error=detail[:2000],
+        )
+        append_event(
+            run,
+            type="attempt.failed",
+            actor=worker,
+            action=action,
+            lease=lease,
+            payload={"attempt": attempt.number, "error_class": error_class, "retry_in": retry_in},
+            changes={"retry_count": run.retry_count + 1, "next_eligible_at": due},
+        )
+    else:
+        action_set_status(
+            action,
+            expected={Status.IN_FLIGHT},
+            status=Status.FAILED,
+            error_class=error_class,
+            last_error=detail[:2000],
+        )
+        reason = f"{action.action_id} ({action.tool}) failed: {error_class}: {detail}"[:2000]
+        stopped = run.phase in TERMINAL_PHASES
+        append_event(
+            run,
+            type="action.failed",
+            actor=worker,
+            action=action,
+            lease=lease,
+            payload={"attempt": attempt.number, "error_class": error_class},
+            changes={
+                "phase": run.phase if stopped else Phase.FAILED,
+                "stop_reason": run.stop_reason if stopped else reason,
+                "pending_work": [],
+            },
+        )
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def attempt_unknown(
+    *, attempt_pk, lease: LeaseToken, error_class: str, detail: str, worker: str
+) -> None:
+    """Persists that the outcome is unknown before anything is queried."""
+    attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
+    Attempt.objects.filter(pk=attempt_pk, status=Attempt.Status.SENDING).update(
+        status=Attempt.Status.UNCERTAIN,
+        error_class=error_class,
+        error=detail[:2000],
+        finished_at=timezone.now(),
+    )
+    append_event(
+        attempt.action.run,
+        type="attempt.uncertain",
+        actor=worker,
+        action=attempt.action,
+        lease=lease,
+        payload={"attempt": attempt.number, "error_class": error_class},
+    )
+    checkpoint_write(attempt.action.run)
+
+
+@transaction.atomic
+def action_retry_same_key(*, action_pk, lease: LeaseToken, finding: str, worker: str) -> None:
+    """A query proved the earlier send had no effect and the tool dedupes by key: the same
+    intent goes again under the same key."""
+    action, run = _load(action_pk)
+    Attempt.objects.filter(
+        action=action, status__in=[Attempt.Status.SENDING, Attempt.Status.UNCERTAIN]
+    ).update(status=Attempt.Status.SETTLED_BY_QUERY, error=finding, finished_at=timezone.now())
+    action_set_status(
+        action, expected={Status.IN_FLIGHT}, status=Status.RETRY_WAIT, next_attempt_at=db_now()
+    )
+    append_event(
+        run,
+        type="action.requeued",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"finding": finding},
+    )
+    outbox_write(run, job=EXECUTE_JOB, action=action)
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def action_uncertain(
+    *, action_pk, lease: LeaseToken, reason: str, detail: str, worker: str
+) -> None:
+    """Nothing proves the effect either way: stop the run's writes and hand the action to
+    reconciliation (fail closed)."""
+    action, run = _load(action_pk)
+    Attempt.objects.filter(action=action, status=Attempt.Status.SENDING).update(
+        status=Attempt.Status.UNCERTAIN,
+        error_class=reason,
+        error=detail[:2000],
+        finished_at=timezone.now(),
+    )
+    action_set_status(
+        action,
+        expected={Status.IN_FLIGHT},
+        status=Status.UNCERTAIN,
+        error_class=reason,
+        last_error=detail[:2000],
+    )
+    stopped = run.phase in TERMINAL_PHASES
+    append_event(
+        run,
+        type="action.uncertain",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"reason": reason, "detail": detail[:2000]},
+        changes={"phase": run.phase if stopped else Phase.WAITING_RECONCILIATION},
+    )
+    outbox_write(run, job=OPEN_CASE_JOB, action=action)
+    checkpoint_write(run)

@@ -1,0 +1,81 @@
+"""The sweep: re-drives every piece of work from PostgreSQL, so losing Redis loses nothing.
+
+One pass relays undelivered outbox messages, expires unanswered approval requests, stops
+runs past their deadline, and makes sure a drain job is queued when actions are due (ready,
+waiting for a retry, or orphaned in flight by a dead worker). Two sweepers at once are safe:
+every step is a compare-and-set or an enqueue under a deterministic job id.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import django_rq
+from django.conf import settings
+from django.db.models import Q
+from django.db.models.functions import Now
+from redis.exceptions import RedisError
+from rq.job import Job
+
+from runs.exceptions import RunsError
+from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
+from runs.outbox import relay
+from runs.services import EXECUTE_JOB, approval_expire, run_enforce_limits
+
+logger = logging.getLogger(__name__)
+DRAIN_JOBS = 2
+
+
+@dataclass
+class SweepReport:
+    relayed: int = 0
+    expired: int = 0
+    stopped: int = 0
+    drains_enqueued: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def due_actions():
+    due = Q(
+        status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT], next_attempt_at__lte=Now()
+    )
+    orphaned = Q(status=Action.Status.IN_FLIGHT) & (
+        Q(run__lease__expires_at__lte=Now()) | Q(run__lease__expires_at__isnull=True)
+    )
+    return Action.objects.filter(due | orphaned)
+
+
+def sweep_once() -> SweepReport:
+    report = SweepReport()
+    for action in Action.objects.filter(
+        status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now()
+    ).select_related("run"):
+        try:
+            report.expired += approval_expire(action=action)
+        except RunsError as error:
+            report.errors.append(f"expire {action.pk}: {error}")
+    for run in Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES):
+        try:
+            report.stopped += run_enforce_limits(run=run)
+        except RunsError as error:
+            report.errors.append(f"deadline {run.pk}: {error}")
+    report.relayed = relay(OutboxMessage.objects.all())
+    if due_actions().exists():
+        report.drains_enqueued = _enqueue_drains()
+    return report
+
+
+def _enqueue_drains() -> int:
+    queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+    enqueued = 0
+    try:
+        for number in range(DRAIN_JOBS):
+            job_id = f"sweep-drain-{number}"
+            if Job.exists(job_id, connection=queue.connection):
+                continue
+            queue.enqueue(EXECUTE_JOB, None, job_id=job_id, result_ttl=0, failure_ttl=3600)
+            enqueued += 1
+    except RedisError as error:
+        logger.warning("sweep could not enqueue drains: %s", error)
+    return enqueued

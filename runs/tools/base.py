@@ -1,0 +1,195 @@
+"""The tool adapter contract: what a call is, what a receipt is, what every tool declares.
+
+A worker holds only this contract: it asks `get_tool(name, version)` for an adapter, freezes
+`normalize()`d arguments into an intent, `execute()`s the call with the intent's key and
+digest, and on an uncertain outcome `query()`s by the same key or `read()`s the target.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from control.canonical import intent_digest
+from runs.tools.errors import InvalidArguments, UnsupportedTool
+from runs.tools.schema import check_schema, validate
+
+EFFECT_CLASSES = ("read_only", "idempotent", "reconcilable", "not_retriable")
+RECEIPT_FIELDS = ("idempotency_key", "intent_digest", "receipt_id", "target_version", "status")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+Timeout = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One frozen intent on its way out: always the same key and digest on every try."""
+
+    tool: str
+    target: str
+    args: dict[str, Any]
+    idempotency_key: str
+    intent_digest: str
+
+
+@dataclass(frozen=True)
+class ToolReceipt:
+    """The external system's proof of one effect (or, for a read, of what it saw)."""
+
+    idempotency_key: str | None
+    intent_digest: str
+    receipt_id: str
+    target_version: int | None
+    status: str
+    # "sha256:" + hex of the raw response body the receipt was read from.
+    raw_response_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ToolReceipt:
+        """A receipt from its to_dict() form; ValueError if anything is missing or ill-typed."""
+        if not isinstance(data, dict):
+            raise ValueError("a receipt must be an object")
+        return cls.from_response(data, raw_response_hash=data.get("raw_response_hash"))
+
+    @classmethod
+    def from_response(cls, data: Any, *, raw_response_hash: Any) -> ToolReceipt:
+        """A receipt from an external answer's JSON; ValueError naming the first bad field."""
+        if not isinstance(data, dict):
+            raise ValueError("the receipt is not a JSON object")
+        missing = [name for name in RECEIPT_FIELDS if name not in data]
+        if missing:
+            raise ValueError(f"the receipt lacks {', '.join(missing)}")
+        key, digest = data["idempotency_key"], data["intent_digest"]
+        version = data["target_version"]
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError("idempotency_key must be a non-empty string or null")
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise ValueError("intent_digest must be 'sha256:' and 64 hex digits")
+        for name in ("receipt_id", "status"):
+            value = data[name]
+            if not isinstance(value, str) or not 1 <= len(value) <= 200:
+                raise ValueError(f"{name} must be a string of 1 to 200 characters")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise ValueError("target_version must be an integer or null")
+        if not isinstance(raw_response_hash, str) or not _DIGEST.fullmatch(raw_response_hash):
+            raise ValueError("raw_response_hash must be 'sha256:' and 64 hex digits")
+        return cls(
+            idempotency_key=key,
+            intent_digest=digest,
+            receipt_id=data["receipt_id"],
+            target_version=version,
+            status=data["status"],
+            raw_response_hash=raw_response_hash,
+        )
+
+
+class Tool(ABC):
+    """One external tool at one contract version. Instances are stateless and shareable."""
+
+    name: ClassVar[str]
+    contract_version: ClassVar[str] = "v1"
+    needs_approval: ClassVar[bool]
+    # The external side stores the key and never applies it twice: retrying is safe.
+    dedupes_by_key: ClassVar[bool]
+    # query(key) can find the receipt of an earlier call.
+    queryable_by_key: ClassVar[bool]
+    effect_class: ClassVar[str]
+    # May the worker send again after an uncertain outcome that a query did not settle?
+    retry_after_uncertain_allowed: ClassVar[bool]
+    args_schema: ClassVar[dict[str, Any]]
+    # A JSON Schema (type string) of the normalized target.
+    target_schema: ClassVar[dict[str, Any]]
+    # Name of the tool whose intent undoes this one, if any (see compensation_call).
+    compensation: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            return  # an intermediate base (SandboxTool), not a tool
+        if cls.effect_class not in EFFECT_CLASSES:
+            raise TypeError(f"{cls.__name__}.effect_class must be one of {EFFECT_CLASSES}")
+        check_schema(cls.args_schema)
+        check_schema(cls.target_schema)
+        if cls.target_schema["type"] != "string" or cls.args_schema["type"] != "object":
+            raise TypeError(f"{cls.__name__}: targets are strings and args are objects")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.contract_version}>"
+
+    # Normalization: the one form an intent is frozen, digested and sent in.
+
+    def normalize(self, *, target: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """(target, args) in normal form, or InvalidArguments naming the offending field."""
+        if not isinstance(target, str):
+            raise InvalidArguments("target must be a string", field="target")
+        normal_target = self.prepare_target(target)
+        validate(self.target_schema, normal_target, path="target")
+        if not isinstance(args, dict):
+            raise InvalidArguments("args must be an object", field="args")
+        normal_args = self.prepare_args(copy.deepcopy(args))
+        validate(self.args_schema, normal_args, path="args")
+        return normal_target, normal_args
+
+    def prepare_target(self, target: str) -> str:
+        """Spelling-only changes before validation (strip, case); never changes meaning."""
+        return target.strip()
+
+    def prepare_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Spelling-only changes to well-typed values before validation; types are not fixed."""
+        return args
+
+    def check_call(self, call: ToolCall) -> None:
+        """Refuse, before sending, a call that is not this tool's normalized, digested intent."""
+        if call.tool != self.name:
+            raise UnsupportedTool(f"{self.name} cannot execute a {call.tool!r} call")
+        if self.normalize(target=call.target, args=call.args) != (call.target, call.args):
+            raise InvalidArguments(f"the {self.name} call is not in normal form; normalize first")
+        expected = intent_digest(tool=call.tool, target=call.target, args=call.args)
+        if call.intent_digest != expected:
+            raise InvalidArguments(
+                "intent_digest does not match the call's tool, target and args",
+                field="intent_digest",
+            )
+
+    # The external system.
+
+    @abstractmethod
+    def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
+        """Perform the call once; raise a ToolError subclass for anything but a receipt."""
+
+    def query(self, idempotency_key: str, *, timeout: Timeout) -> ToolReceipt | None:
+        """The receipt stored under this key, or None if the external side has none."""
+        raise UnsupportedTool(f"{self.name} cannot be queried by idempotency key")
+
+    def read(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
+        """The target's current external state; None when this tool has no read."""
+        return None
+
+    def is_satisfied(self, *, target: str, args: dict[str, Any], state: dict[str, Any]) -> bool:
+        """Does state (from read) show the intent's goal already holds?"""
+        return False
+
+    def compensation_call(
+        self, *, receipt: ToolReceipt, args: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """(target, args) of the `compensation` tool's intent that undoes this receipt."""
+        raise UnsupportedTool(f"{self.name} has no compensation")
+
+    def describe(self) -> dict[str, Any]:
+        """What GET /api/v1/tools shows of this tool."""
+        return {
+            "name": self.name,
+            "contract_version": self.contract_version,
+            "needs_approval": self.needs_approval,
+            "dedupes_by_key": self.dedupes_by_key,
+            "queryable_by_key": self.queryable_by_key,
+            "effect_class": self.effect_class,
+            "compensation": self.compensation,
+            "target_schema": copy.deepcopy(self.target_schema),
+            "args_schema": copy.deepcopy(self.args_schema),
+        }

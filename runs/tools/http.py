@@ -1,0 +1,276 @@
+"""Calling an external HTTP tool and classifying what came back (or did not).
+
+The one question that matters for a write: could the request have reached the other side?
+- Provably not (connection refused, DNS failure, connect timeout): TransientError.
+- Possibly (read timeout, connection dropped after sending, a cut-short or malformed body,
+  a 2xx without a receipt, an unexpected status): ResultUncertain, never "failed".
+- A clear answer: 429 and 5xx transient; 400/404 invalid arguments; 401/403 permission
+  denied; 409 business rejection; 422 idempotency conflict (type "idempotency_conflict").
+Reads change nothing, so every transport failure of a read is simply transient.
+
+Every call opens its own connection: a pooled connection the server closed meanwhile would
+turn a request that never left into an uncertain one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import requests
+from requests.structures import CaseInsensitiveDict
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+from control.canonical import content_hash
+from control.strictjson import StrictJSONError, parse_strict
+from runs.tools.base import Timeout, ToolCall, ToolReceipt
+from runs.tools.errors import (
+    BusinessRejection,
+    IdempotencyConflict,
+    InvalidArguments,
+    PermissionDenied,
+    ReceiptMismatch,
+    ResultUncertain,
+    TransientError,
+)
+
+USER_AGENT = "countersign-tools/1"
+_DETAIL_SHOWN = 300
+# Gateways answer these when the upstream may or may not have applied the request.
+_GATEWAY_STATUSES = {502, 504}
+_NOT_SENT_ERRORS = (
+    requests.exceptions.InvalidURL,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidHeader,
+)
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """A complete HTTP answer: status, headers and every byte of the body."""
+
+    status: int
+    headers: Mapping[str, str]  # case-insensitive
+    body: bytes
+
+    @property
+    def raw_response_hash(self) -> str:
+        return content_hash(self.body)
+
+    def json(self) -> Any:
+        """The body parsed strictly (duplicate keys, NaN refused); ValueError otherwise."""
+        return parse_strict(self.body)
+
+    def problem(self) -> tuple[str | None, str]:
+        """(type, detail) of an error body {"type", "detail"}, tolerating any other body."""
+        try:
+            data = self.json()
+        except StrictJSONError:
+            data = None
+        if isinstance(data, dict):
+            problem_type = data.get("type") if isinstance(data.get("type"), str) else None
+            detail = data.get("detail") if isinstance(data.get("detail"), str) else None
+            if detail:
+                return problem_type, detail[:_DETAIL_SHOWN]
+            return problem_type, ""
+        return None, self.body[:_DETAIL_SHOWN].decode("utf-8", "replace")
+
+
+def _check_timeout(timeout: Timeout) -> None:
+    if (
+        not isinstance(timeout, tuple)
+        or len(timeout) != 2
+        or not all(isinstance(part, int | float) and part > 0 for part in timeout)
+    ):
+        raise ValueError(f"timeout must be (connect seconds, read seconds) > 0, not {timeout!r}")
+
+
+def _never_sent(error: requests.exceptions.ConnectionError) -> bool:
+    """Did the connection fail before any byte of the request was sent?"""
+    reason = error.args[0] if error.args else None
+    if isinstance(reason, MaxRetryError):
+        reason = reason.reason
+    # Refused, unreachable, DNS failure: urllib3 had no connection to send on.
+    return isinstance(reason, NewConnectionError)
+
+
+def _request(
+    method: str,
+    url: str,
+    *,
+    timeout: Timeout,
+    body: dict[str, Any] | None = None,
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> requests.Response:
+    _check_timeout(timeout)
+    all_headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {})}
+    data = None
+    if body is not None:
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        all_headers["Content-Type"] = "application/json"
+    # Not following redirects: a POST turned into a GET elsewhere is no answer to it.
+    return requests.request(
+        method,
+        url,
+        data=data.encode("utf-8") if data is not None else None,
+        params=params,
+        headers=all_headers,
+        timeout=timeout,
+        allow_redirects=False,
+    )
+
+
+def _answer(response: requests.Response) -> HttpAnswer:
+    return HttpAnswer(
+        status=response.status_code,
+        headers=CaseInsensitiveDict(response.headers),
+        body=response.content,
+    )
+
+
+def send_write(
+    method: str,
+    url: str,
+    *,
+    body: dict[str, Any],
+    timeout: Timeout,
+    idempotency_key: str | None = None,
+) -> HttpAnswer:
+    """Send a write; TransientError only when it provably never left, else ResultUncertain."""
+    headers = {}
+    if idempotency_key is not None:
+        if not idempotency_key.isascii() or not idempotency_key.isprintable():
+            raise InvalidArguments(
+                "the idempotency key must be printable ASCII to travel in a header",
+                field="idempotency_key",
+            )
+        headers["Idempotency-Key"] = idempotency_key
+    try:
+        return _answer(_request(method, url, body=body, headers=headers, timeout=timeout))
+    except requests.exceptions.ConnectTimeout as error:
+        raise TransientError(f"could not connect to {url} in time: {error}") from error
+    except requests.exceptions.ConnectionError as error:
+        if _never_sent(error):
+            raise TransientError(f"could not connect to {url}: {error}") from error
+        raise ResultUncertain(f"connection to {url} failed after sending: {error}") from error
+    except requests.exceptions.Timeout as error:
+        raise ResultUncertain(f"no answer from {url} in time: {error}") from error
+    except (
+        requests.exceptions.ChunkedEncodingError,
+        requests.exceptions.ContentDecodingError,
+    ) as error:
+        raise ResultUncertain(f"the answer from {url} was cut short: {error}") from error
+    except _NOT_SENT_ERRORS as error:
+        raise TransientError(f"cannot send to {url}: {error}") from error
+    except requests.exceptions.RequestException as error:
+        raise ResultUncertain(f"sending to {url} failed: {error}") from error
+
+
+def send_read(url: str, *, timeout: Timeout, params: dict[str, str] | None = None) -> HttpAnswer:
+    """A GET; any transport failure is transient, since reading changes nothing."""
+    try:
+        return _answer(_request("GET", url, params=params, timeout=timeout))
+    except requests.exceptions.RequestException as error:
+        raise TransientError(f"could not read {url}: {error}") from error
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as seconds from now: delta-seconds or an HTTP date; None if unusable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+def raise_for_status(answer: HttpAnswer, *, write: bool, retry_safe: bool = True) -> None:
+    """Classify a non-2xx answer. retry_safe: the tool dedupes by key (a gateway 502/504
+    on a tool that does not is uncertain, since the upstream may have applied it)."""
+    status = answer.status
+    if 200 <= status < 300:
+        return
+    problem_type, detail = answer.problem()
+    message = f"HTTP {status}" + (f" {problem_type}" if problem_type else "")
+    message += f": {detail}" if detail else ""
+    if status == 429:
+        raise TransientError(
+            message,
+            retry_after=retry_after_seconds(answer.headers.get("Retry-After")),
+            http_status=status,
+        )
+    if write and status in _GATEWAY_STATUSES and not retry_safe:
+        raise ResultUncertain(
+            message, raw_response_hash=answer.raw_response_hash, http_status=status
+        )
+    if status >= 500 or status == 408:
+        raise TransientError(
+            message,
+            retry_after=retry_after_seconds(answer.headers.get("Retry-After")),
+            http_status=status,
+        )
+    if status in (401, 403):
+        raise PermissionDenied(message, http_status=status)
+    if status == 404:
+        raise InvalidArguments(f"unknown target ({message})", field="target", http_status=status)
+    if status == 409:
+        raise BusinessRejection(message, http_status=status)
+    if status == 422 and problem_type == "idempotency_conflict":
+        raise IdempotencyConflict(message, http_status=status)
+    if 400 <= status < 500:
+        raise InvalidArguments(message, http_status=status)
+    # 1xx and 3xx: not the answer a call expects.
+    if write:
+        raise ResultUncertain(
+            f"unexpected {message}", raw_response_hash=answer.raw_response_hash, http_status=status
+        )
+    raise TransientError(f"unexpected {message}", http_status=status)
+
+
+def write_receipt(answer: HttpAnswer, *, call: ToolCall, keyed: bool) -> ToolReceipt:
+    """The receipt of a 2xx write answer, checked against the call it answers."""
+    try:
+        receipt = ToolReceipt.from_response(
+            answer.json(), raw_response_hash=answer.raw_response_hash
+        )
+    except ValueError as error:
+        raise ResultUncertain(
+            f"HTTP {answer.status} without a usable receipt: {error}",
+            raw_response_hash=answer.raw_response_hash,
+            http_status=answer.status,
+        ) from error
+    if receipt.intent_digest != call.intent_digest:
+        raise ReceiptMismatch(
+            f"the receipt is for intent {receipt.intent_digest}, not {call.intent_digest}",
+            receipt=receipt,
+            http_status=answer.status,
+        )
+    if keyed and receipt.idempotency_key != call.idempotency_key:
+        raise ReceiptMismatch(
+            f"the receipt names key {receipt.idempotency_key!r}, not {call.idempotency_key!r}",
+            receipt=receipt,
+            http_status=answer.status,
+        )
+    return receipt
+
+
+def read_json(answer: HttpAnswer) -> Any:
+    """The JSON of a 2xx read answer; a malformed one is transient (read again)."""
+    try:
+        return answer.json()
+    except ValueError as error:
+        raise TransientError(
+            f"HTTP {answer.status} with a malformed body: {error}", http_status=answer.status
+        ) from error

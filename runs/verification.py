@@ -1,0 +1,31 @@
+"""Proof that a run's stored state is what its events and checkpoint say it is."""
+
+from __future__ import annotations
+
+from runs.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.events import replay, run_state, verify_chain
+from runs.exceptions import CheckpointError
+from runs.models import Run
+
+
+def run_verify(run: Run) -> list[str]:
+    """Problems found; empty when the event chain is intact, replaying the events gives the
+    stored state, and the latest checkpoint verifies against the run."""
+    problems = verify_chain(run)
+    events = list(run.events.order_by("seq"))
+    replayed = replay(events)
+    stored = run_state(run)
+    for field, value in stored.items():
+        if replayed.get(field) != value:
+            problems.append(f"replay gives {field}={replayed.get(field)!r}, stored {value!r}")
+    if len(events) != run.state_version:
+        problems.append(f"{len(events)} events but state version {run.state_version}")
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        problems.append("the run has no checkpoint")
+    else:
+        try:
+            checkpoint_verify(checkpoint.body, run=run)
+        except CheckpointError as error:
+            problems.append(f"latest checkpoint: {error}")
+    return problems

@@ -1,0 +1,282 @@
+"""The worker's side of the protocol: claim, verify, send, record; and recovery.
+
+Between the transactional steps of runs.protocol sit the checks and the one external call:
+claim the run's lease -> verify the checkpoint -> grant check + Attempt(sending) -> check the
+lease again -> call the tool with the intent's key -> record the outcome. An action found
+`in_flight` (a worker died mid-call) is settled by querying the tool by the same key first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import time
+
+from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from control.canonical import canonical_json, content_hash
+from runs import protocol
+from runs.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.events import LeaseToken
+from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
+from runs.faults import crash_point
+from runs.models import Action, Attempt, Receipt, Run
+from runs.services import lease_claim, lease_release, lease_renew, run_stop
+from runs.tools import errors as tool_errors
+from runs.tools.base import ToolCall, ToolReceipt
+from runs.tools.registry import get_tool
+from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
+
+logger = logging.getLogger(__name__)
+Status = Action.Status
+_rng = random.SystemRandom()
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]:
+    """Claims up to `batch` actions that are due: approved, waiting for a retry, or left
+    in flight by a worker whose lease expired. Rows are picked with SKIP LOCKED so two
+    workers never contend for the same ones; the run's lease is the real claim."""
+    due = Q(status__in=[Status.APPROVED, Status.RETRY_WAIT], next_attempt_at__lte=Now())
+    orphaned = Q(status=Status.IN_FLIGHT) & (
+        Q(run__lease__expires_at__lte=Now()) | Q(run__lease__expires_at__isnull=True)
+    )
+    claims = []
+    with transaction.atomic():
+        candidates = list(
+            Action.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(due | orphaned)
+            .order_by("next_attempt_at")
+            .values_list("pk", "run_id")[:batch]
+        )
+        for action_pk, run_id in candidates:
+            try:
+                claims.append((action_pk, lease_claim(run_id=run_id, owner=worker)))
+            except LeaseBusy:
+                continue
+    return claims
+
+
+def drain(
+    *, worker: str | None = None, limit: int = 200, policy: RetryPolicy = DEFAULT_POLICY
+) -> int:
+    """Processes ready actions until none is due or `limit` is reached; returns the count."""
+    worker = worker or worker_name()
+    processed = 0
+    while processed < limit:
+        claims = claim_ready(worker=worker, batch=min(20, limit - processed))
+        if not claims:
+            break
+        for action_pk, lease in claims:
+            process_action(action_pk=action_pk, lease=lease, worker=worker, policy=policy)
+            processed += 1
+    return processed
+
+
+def process_action(
+    *, action_pk, lease: LeaseToken, worker: str, policy: RetryPolicy = DEFAULT_POLICY
+) -> None:
+    try:
+        action = Action.objects.select_related("run").get(pk=action_pk)
+        if not _checkpoint_ok(action.run, lease, worker):
+            return
+        if action.status == Status.IN_FLIGHT:
+            settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
+        else:
+            execute(action=action, lease=lease, worker=worker, policy=policy)
+    except LeaseLost as error:
+        # Fenced out: another worker owns the run now; this one must not write anything.
+        logger.warning("worker %s lost the lease on run %s: %s", worker, lease.run_id, error)
+        return
+    lease_release(lease=lease)
+
+
+def _checkpoint_ok(run: Run, lease: LeaseToken, worker: str) -> bool:
+    checkpoint = latest_checkpoint(run)
+    try:
+        if checkpoint is None:
+            raise CheckpointError("parse", "the run has no checkpoint")
+        checkpoint_verify(checkpoint.body, run=run, lease=lease)
+    except CheckpointError as error:
+        if error.step == "lease":
+            raise LeaseLost(str(error)) from None
+        logger.error("run %s checkpoint refused: %s", run.pk, error)
+        run_stop(
+            run,
+            phase=Run.Phase.FAILED,
+            actor=worker,
+            reason=f"checkpoint refused at {error}; needs human recovery",
+        )
+        return False
+    return True
+
+
+def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> None:
+    tool = get_tool(action.tool, action.contract_version)
+    if action.attempt_count == 0 and _already_satisfied(action, tool, lease, worker, policy):
+        return
+    crash_point("before_send")
+    attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=worker)
+    if attempt is None:
+        return
+    lease_renew(lease=lease)
+    call = ToolCall(
+        tool=action.tool,
+        target=action.target,
+        args=action.args,
+        idempotency_key=action.idempotency_key,
+        intent_digest=action.intent_digest,
+    )
+    try:
+        receipt = tool.execute(call, timeout=policy.call_timeout)
+    except tool_errors.ResultUncertain as error:
+        protocol.attempt_unknown(
+            attempt_pk=attempt.pk,
+            lease=lease,
+            error_class=error.error_class,
+            detail=str(error),
+            worker=worker,
+        )
+        settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
+        return
+    except tool_errors.ToolError as error:
+        _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
+        return
+    crash_point("after_send_before_receipt")
+    protocol.receipt_record(
+        action_pk=action.pk,
+        lease=lease,
+        receipt=receipt,
+        source=Receipt.Source.RESPONSE,
+        worker=worker,
+        attempt_pk=attempt.pk,
+    )
+    crash_point("after_receipt")
+
+
+def _already_satisfied(
+    action: Action, tool, lease: LeaseToken, worker: str, policy: RetryPolicy
+) -> bool:
+    """Where the target already is in the goal state, the read is the evidence: no write."""
+    try:
+        state = tool.read(action.target, timeout=policy.call_timeout)
+    except tool_errors.ToolError as error:
+        logger.info("read before %s failed (%s); proceeding to send", action.action_id, error)
+        return False
+    if state is None or not tool.is_satisfied(target=action.target, args=action.args, state=state):
+        return False
+    evidence = ToolReceipt(
+        idempotency_key=None,
+        intent_digest=action.intent_digest,
+        receipt_id=f"read:{action.target}@{state.get('version', 'current')}",
+        target_version=state.get("version"),
+        status=str(state.get("status", "satisfied")),
+        raw_response_hash=content_hash(canonical_json(state)),
+    )
+    protocol.receipt_record(
+        action_pk=action.pk,
+        lease=lease,
+        receipt=evidence,
+        source=Receipt.Source.READ,
+        worker=worker,
+        satisfied=True,
+    )
+    return True
+
+
+def _record_failure(
+    attempt: Attempt,
+    error: tool_errors.ToolError,
+    *,
+    lease: LeaseToken,
+    worker: str,
+    policy: RetryPolicy,
+) -> None:
+    retry_in = None
+    if error.retriable and policy.should_retry(
+        error_class=error.error_class,
+        attempts_made=attempt.number,
+        elapsed=time.time() - _first_attempt_started(attempt.action).timestamp(),
+    ):
+        retry_in = policy.next_delay(
+            attempt=attempt.number, retry_after=getattr(error, "retry_after", None), rng=_rng
+        )
+    protocol.attempt_failed(
+        attempt_pk=attempt.pk,
+        lease=lease,
+        error_class=error.error_class,
+        detail=str(error),
+        worker=worker,
+        retry_in=retry_in,
+        retry_after=getattr(error, "retry_after", None),
+    )
+
+
+def _first_attempt_started(action: Action):
+    return action.attempts.order_by("number").values_list("started_at", flat=True).first()
+
+
+def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> None:
+    """Recovery for an action whose send may have happened: query by the same key first."""
+    action.refresh_from_db()
+    if action.status != Status.IN_FLIGHT:
+        return
+    tool = get_tool(action.tool, action.contract_version)
+    last = action.attempts.order_by("-number").first()
+    reason = last.error_class if last and last.error_class else "crash_after_send"
+    if not tool.queryable_by_key:
+        protocol.action_uncertain(
+            action_pk=action.pk,
+            lease=lease,
+            reason=reason,
+            worker=worker,
+            detail="the tool cannot be queried by key; a human must check",
+        )
+        return
+    try:
+        receipt = tool.query(action.idempotency_key, timeout=policy.call_timeout)
+    except (tool_errors.TransientError, tool_errors.ResultUncertain) as error:
+        # The query itself is unknown: keep the action in flight; the sweep brings it back.
+        logger.info("query for %s inconclusive: %s", action.idempotency_key, error)
+        return
+    if receipt is None:
+        if tool.dedupes_by_key and tool.retry_after_uncertain_allowed:
+            protocol.action_retry_same_key(
+                action_pk=action.pk,
+                lease=lease,
+                worker=worker,
+                finding="query by key found no effect",
+            )
+        else:
+            protocol.action_uncertain(
+                action_pk=action.pk,
+                lease=lease,
+                reason=reason,
+                worker=worker,
+                detail="no receipt by key; resend not safe",
+            )
+        return
+    if receipt.intent_digest != action.intent_digest:
+        protocol.action_uncertain(
+            action_pk=action.pk,
+            lease=lease,
+            reason="receipt_digest_mismatch",
+            worker=worker,
+            detail=f"receipt {receipt.receipt_id} carries {receipt.intent_digest}",
+        )
+        return
+    protocol.receipt_record(
+        action_pk=action.pk,
+        lease=lease,
+        receipt=receipt,
+        source=Receipt.Source.QUERY,
+        worker=worker,
+        attempt_pk=last.pk if last else None,
+    )

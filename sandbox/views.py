@@ -1,0 +1,240 @@
+"""The sandbox's HTTP API: JSON in and out, no CSRF (it plays an outside system).
+
+Each view reads and validates the request (a 400 consumes no fault), then runs its tool's
+step under the tool's next injected fault, if any.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from sandbox import services, validation
+from sandbox.exceptions import BadRequest, NotFound, SandboxError
+from sandbox.faults import error_response, fault_plan_add, fault_plans_clear, with_faults
+from sandbox.models import Charge, Effect, FaultPlan, IdempotencyRecord, Notification, Ticket
+
+View = Callable[..., HttpResponse]
+
+
+def api(*methods: str) -> Callable[[View], View]:
+    """Allowed methods, and every SandboxError answered as JSON {"type", "detail"}."""
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method not in methods:
+                response = JsonResponse(
+                    {"type": "method_not_allowed", "detail": f"use {', '.join(methods)}"},
+                    status=405,
+                )
+                response["Allow"] = ", ".join(methods)
+                return response
+            try:
+                return view(request, *args, **kwargs)
+            except SandboxError as error:
+                return error_response(error)
+
+        return csrf_exempt(wrapper)
+
+    return decorate
+
+
+def _answering(step: Callable[[], HttpResponse]) -> Callable[[], HttpResponse]:
+    """The step's answer, refusals included, so that "commit then" faults spoil them too."""
+
+    def answer() -> HttpResponse:
+        try:
+            return step()
+        except SandboxError as error:
+            return error_response(error)
+
+    return answer
+
+
+def _receipt_response(outcome: services.Outcome) -> JsonResponse:
+    response = JsonResponse(outcome.receipt, status=200 if outcome.replayed else 201)
+    if outcome.replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+@api("GET")
+def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
+    def step() -> HttpResponse:
+        ticket = Ticket.objects.filter(id=ticket_id).first()
+        if ticket is None:
+            raise NotFound(f"no ticket {ticket_id!r}")
+        return JsonResponse({"id": ticket.id, "status": ticket.status, "version": ticket.version})
+
+    return with_faults("ticket.lookup", request.META, _answering(step))
+
+
+@api("POST")
+def ticket_close(request: HttpRequest, ticket_id: str) -> HttpResponse:
+    key = validation.idempotency_key(request.headers)
+    body = validation.json_object(request.body or b"{}", allowed={"args"}, required=set())
+    args = body.get("args", {})
+    if not isinstance(args, dict):
+        raise BadRequest("args must be a JSON object")
+    unknown = sorted(set(args) - {"resolution"})
+    if unknown:
+        raise BadRequest(f"unknown field args.{unknown[0]}")
+    if "resolution" in args:
+        validation.string(args["resolution"], field="args.resolution", max_length=64)
+
+    def step() -> HttpResponse:
+        outcome = services.ticket_close(ticket_id=ticket_id, idempotency_key=key, args=args)
+        return _receipt_response(outcome)
+
+    return with_faults("ticket.close", request.META, _answering(step))
+
+
+@api("GET")
+def receipt_detail(request: HttpRequest, key: str) -> HttpResponse:
+    record = IdempotencyRecord.objects.filter(key=key).filter(receipt__isnull=False).first()
+    if record is None:
+        raise NotFound(f"no receipt for Idempotency-Key {key!r}")
+    return JsonResponse(record.receipt)
+
+
+@api("GET", "POST")
+def notifications(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        sent = Notification.objects.order_by("id")
+        recipient = request.GET.get("recipient")
+        if recipient is not None:
+            sent = sent.filter(recipient=recipient)
+        return JsonResponse(
+            {
+                "notifications": [
+                    {
+                        "receipt_id": notification.receipt_id,
+                        "recipient": notification.recipient,
+                        "body": notification.body,
+                        "created_at": notification.created_at.isoformat(),
+                    }
+                    for notification in sent
+                ]
+            }
+        )
+    body = validation.json_object(
+        request.body, allowed={"recipient", "body"}, required={"recipient", "body"}
+    )
+    recipient = validation.string(body["recipient"], field="recipient", max_length=254)
+    text = validation.string(body["body"], field="body", max_length=2000)
+
+    def step() -> HttpResponse:
+        outcome = services.notification_send(recipient=recipient, body=text)
+        return _receipt_response(outcome)
+
+    return with_faults("notify.send", request.META, _answering(step))
+
+
+@api("POST")
+def charges(request: HttpRequest) -> HttpResponse:
+    key = validation.idempotency_key(request.headers)
+    fields = {"customer", "amount_cents", "currency"}
+    body = validation.json_object(request.body, allowed=fields, required=fields)
+    customer = validation.string(
+        body["customer"], field="customer", max_length=64, pattern=validation.CUSTOMER
+    )
+    amount = validation.amount_cents(body["amount_cents"])
+    currency = validation.string(
+        body["currency"], field="currency", max_length=3, pattern=validation.CURRENCY
+    )
+
+    def step() -> HttpResponse:
+        outcome = services.charge_create(
+            idempotency_key=key, customer=customer, amount_cents=amount, currency=currency
+        )
+        return _receipt_response(outcome)
+
+    return with_faults("payment.charge", request.META, _answering(step))
+
+
+@api("GET")
+def charge_detail(request: HttpRequest, charge_id: str) -> HttpResponse:
+    charge = Charge.objects.filter(receipt_id=charge_id).first()
+    if charge is None:
+        raise NotFound(f"no charge {charge_id!r}")
+    return JsonResponse(
+        {
+            "id": charge.receipt_id,
+            "customer": charge.customer,
+            "amount_cents": charge.amount_cents,
+            "currency": charge.currency,
+            "refunded_cents": charge.refunded_cents,
+            "version": charge.version,
+        }
+    )
+
+
+@api("POST")
+def refunds(request: HttpRequest) -> HttpResponse:
+    key = validation.idempotency_key(request.headers)
+    fields = {"charge", "amount_cents"}
+    body = validation.json_object(request.body, allowed=fields, required=fields)
+    charge_id = validation.string(body["charge"], field="charge", max_length=64)
+    amount = validation.amount_cents(body["amount_cents"])
+
+    def step() -> HttpResponse:
+        outcome = services.refund_create(
+            idempotency_key=key, charge_id=charge_id, amount_cents=amount
+        )
+        return _receipt_response(outcome)
+
+    return with_faults("payment.refund", request.META, _answering(step))
+
+
+@api("GET")
+def effects(request: HttpRequest) -> HttpResponse:
+    ledger = Effect.objects.order_by("id")
+    if "tool" in request.GET:
+        ledger = ledger.filter(tool=request.GET["tool"])
+    if "key" in request.GET:
+        ledger = ledger.filter(idempotency_key=request.GET["key"])
+    return JsonResponse(
+        {
+            "effects": [
+                {
+                    "tool": effect.tool,
+                    "target": effect.target,
+                    "idempotency_key": effect.idempotency_key,
+                    "receipt_id": effect.receipt_id,
+                    "created_at": effect.created_at.isoformat(),
+                }
+                for effect in ledger
+            ]
+        }
+    )
+
+
+def _plan_json(plan: FaultPlan) -> dict[str, Any]:
+    parameter = plan.parameter
+    if parameter is None:
+        fault = plan.kind
+    else:
+        fault = f"{plan.kind}:{int(parameter) if parameter.is_integer() else parameter}"
+    return {"id": plan.pk, "tool": plan.tool, "fault": fault, "remaining": plan.remaining}
+
+
+@api("GET", "POST", "DELETE")
+def faults(request: HttpRequest) -> HttpResponse:
+    if not settings.SANDBOX_FAULTS:
+        raise NotFound("fault injection is off (settings.SANDBOX_FAULTS)")
+    if request.method == "DELETE":
+        return JsonResponse({"cleared": fault_plans_clear()})
+    if request.method == "GET":
+        pending = FaultPlan.objects.filter(remaining__gt=0).order_by("id")
+        return JsonResponse({"faults": [_plan_json(plan) for plan in pending]})
+    body = validation.json_object(
+        request.body, allowed={"tool", "fault", "count"}, required={"tool", "fault"}
+    )
+    plan = fault_plan_add(tool=body["tool"], fault=body["fault"], count=body.get("count", 1))
+    return JsonResponse(_plan_json(plan), status=201)

@@ -1,0 +1,89 @@
+"""Typed factories. State is reached through the real services, never by writing fields."""
+
+from __future__ import annotations
+
+import hashlib
+from itertools import count
+
+from django.contrib.auth import get_user_model
+
+from control.models import Tenant
+from control.services import member_add, tenant_create
+from runs.models import Action, Observation, Run
+from runs.services import action_propose, approval_decide, observation_record, run_start
+
+_sequence = count(1)
+
+
+def make_tenant(name: str | None = None) -> Tenant:
+    return tenant_create(name=name or f"tenant-{next(_sequence)}", actor="tests")
+
+
+def make_user(tenant: Tenant, *roles: str, username: str | None = None):
+    username = username or f"user-{next(_sequence)}"
+    for role in roles or ("operator",):
+        member_add(
+            tenant=tenant,
+            username=username,
+            role=role,
+            actor="tests",
+            password="a-long-test-password",
+        )
+    return get_user_model().objects.get(username=username)
+
+
+def make_run(tenant: Tenant, **fields) -> Run:
+    fields.setdefault("goal", "close ticket-7 once the customer confirmed the fix")
+    fields.setdefault("created_by", "agent-token")
+    return run_start(tenant=tenant, **fields)
+
+
+def make_observation(run: Run, *, summary: str = "customer confirmed the fix") -> Observation:
+    return observation_record(
+        run=run,
+        source="ticket.lookup",
+        ref="ticket-7",
+        content_hash="sha256:" + hashlib.sha256(summary.encode()).hexdigest(),
+        summary=summary,
+        actor="agent-token",
+    )
+
+
+def make_action(
+    run: Run,
+    *,
+    action_id: str = "close-ticket",
+    target: str = "ticket-7",
+    args: dict | None = None,
+    tool: str = "ticket.close",
+    observation: Observation | None = None,
+    **fields,
+) -> Action:
+    observation = observation or make_observation(run)
+    run.refresh_from_db()
+    action, _ = action_propose(
+        run=run,
+        action_id=action_id,
+        tool=tool,
+        target=target,
+        args=args if args is not None else {"resolution": "fixed"},
+        contract_version="v1",
+        observation=observation,
+        proposed_by=fields.pop("proposed_by", "agent-token"),
+        **fields,
+    )
+    return action
+
+
+def approve(action: Action, approver, *, reason: str = "") -> None:
+    action.refresh_from_db()
+    action.run.refresh_from_db()
+    approval_decide(
+        action=action,
+        approver=approver,
+        decision="approve",
+        seen_digest=action.intent_digest,
+        seen_state_version=action.base_version,
+        reason=reason,
+    )
+    action.refresh_from_db()

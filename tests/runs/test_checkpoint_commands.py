@@ -1,0 +1,112 @@
+"""export_checkpoint and import_checkpoint: verified out, verified and restored in."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from runs.models import Action, Run
+from runs.verification import run_verify
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
+
+pytestmark = pytest.mark.django_db
+
+
+def _export(run, tmp_path):
+    path = tmp_path / "checkpoint.json"
+    call_command("export_checkpoint", str(run.pk), "-o", str(path), verbosity=0)
+    return path
+
+
+def _forget(run: Run) -> None:
+    """Simulates moving to another installation: the run is not in this database."""
+    for model in (
+        "runs_checkpoint", "runs_runevent", "runs_approval", "runs_lease", "runs_outboxmessage",
+    ):
+        _delete(model, run)
+    Action.objects.filter(run=run).delete()
+    run.observations.all().delete()
+    Run.objects.filter(pk=run.pk).delete()
+
+
+def _delete(table: str, run: Run) -> None:
+    from django.db import connection
+
+    column = "action_id IN (SELECT id FROM runs_action WHERE run_id = %s)" if table == (
+        "runs_approval") else "run_id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE {column}", [run.pk])  # noqa: S608
+
+
+def test_an_exported_checkpoint_imports_elsewhere_with_the_same_key(tmp_path):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    path = _export(action.run, tmp_path)
+    key, digest = action.idempotency_key, action.intent_digest
+    _forget(action.run)
+    call_command("import_checkpoint", str(path), verbosity=0)
+    restored = Run.objects.get(pk=action.run_id)
+    pending = restored.actions.get()
+    assert (restored.phase, pending.status) == ("waiting_approval", "waiting_approval")
+    assert (pending.idempotency_key, pending.intent_digest) == (key, digest)
+    assert run_verify(restored) == []
+    approve(pending, make_user(tenant, "operator"))
+    assert pending.status == "approved"
+
+
+def test_import_dry_run_verifies_without_writing(tmp_path, capsys):
+    action = make_action(make_run(make_tenant()))
+    path = _export(action.run, tmp_path)
+    _forget(action.run)
+    call_command("import_checkpoint", str(path), "--dry-run")
+    assert "checkpoint valid" in capsys.readouterr().out
+    assert not Run.objects.exists()
+
+
+def test_import_refuses_a_run_that_already_exists(tmp_path):
+    action = make_action(make_run(make_tenant()))
+    path = _export(action.run, tmp_path)
+    with pytest.raises(CommandError, match="already exists here at version"):
+        call_command("import_checkpoint", str(path))
+
+
+def test_import_refuses_a_tampered_file_and_writes_nothing(tmp_path):
+    action = make_action(make_run(make_tenant()))
+    path = _export(action.run, tmp_path)
+    envelope = json.loads(path.read_text())
+    envelope["state"]["pending_action"]["target"] = "ticket-8"
+    path.write_text(json.dumps(envelope))
+    _forget(action.run)
+    with pytest.raises(CommandError, match="refused at mac"):
+        call_command("import_checkpoint", str(path))
+    assert not Run.objects.exists()
+
+
+def test_import_refuses_duplicate_keys_and_unreadable_files(tmp_path):
+    duplicate = tmp_path / "dup.json"
+    duplicate.write_text('{"schema_version": 1, "schema_version": 1}')
+    with pytest.raises(CommandError, match="refused at parse"):
+        call_command("import_checkpoint", str(duplicate))
+    with pytest.raises(CommandError, match="cannot read"):
+        call_command("import_checkpoint", str(tmp_path / "missing.json"))
+
+
+def test_an_approved_intent_imports_back_to_waiting_for_a_fresh_approval(tmp_path):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    path = _export(action.run, tmp_path)
+    envelope = json.loads(path.read_text())
+    assert envelope["state"]["pending_action"]["status"] == "approved"
+    _forget(action.run)
+    call_command("import_checkpoint", str(path), verbosity=0)
+    restored = Run.objects.get(pk=action.run_id)
+    assert restored.actions.get().status == "waiting_approval"
+
+
+def test_export_refuses_an_unknown_run():
+    with pytest.raises(CommandError, match="no run"):
+        call_command("export_checkpoint", "00000000-0000-0000-0000-000000000000")

@@ -1,0 +1,57 @@
+"""Leases on database time with a fencing version that only grows."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runs.events import append_event
+from runs.exceptions import LeaseBusy, LeaseLost
+from runs.services import lease_claim, lease_release, lease_renew
+from tests.factories import make_run, make_tenant
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_held_lease_refuses_another_owner():
+    run = make_run(make_tenant())
+    first = lease_claim(run_id=run.pk, owner="worker-a")
+    with pytest.raises(LeaseBusy):
+        lease_claim(run_id=run.pk, owner="worker-b")
+    assert first.version == 1
+
+
+def test_the_owner_reclaiming_gets_a_higher_version():
+    run = make_run(make_tenant())
+    first = lease_claim(run_id=run.pk, owner="worker-a")
+    second = lease_claim(run_id=run.pk, owner="worker-a")
+    assert second.version == first.version + 1
+
+
+def test_an_expired_lease_is_taken_over_and_the_stale_holder_cannot_write():
+    run = make_run(make_tenant())
+    stale = lease_claim(run_id=run.pk, owner="worker-a", seconds=1)
+    time.sleep(1.1)
+    fresh = lease_claim(run_id=run.pk, owner="worker-b")
+    assert fresh.version > stale.version
+    run.refresh_from_db()
+    with pytest.raises(LeaseLost):
+        append_event(run, type="step", actor="worker-a", lease=stale)
+    with pytest.raises(LeaseLost):
+        lease_renew(lease=stale)
+    append_event(run, type="step", actor="worker-b", lease=fresh)
+    run.refresh_from_db()
+    assert run.state_version == 2
+
+
+def test_a_released_lease_can_be_claimed_at_once_and_the_old_token_is_dead():
+    run = make_run(make_tenant())
+    token = lease_claim(run_id=run.pk, owner="worker-a")
+    lease_renew(lease=token)
+    lease_release(lease=token)
+    other = lease_claim(run_id=run.pk, owner="worker-b")
+    assert other.version == token.version + 1
+    run.refresh_from_db()
+    with pytest.raises(LeaseLost):
+        append_event(run, type="step", actor="worker-a", lease=token)
