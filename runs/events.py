@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -79,18 +80,14 @@ def event_hash(*, prev_hash: str, event: RunEvent) -> str:
 
 
 def check_lease(lease: LeaseToken) -> None:
-    """Locks the lease row so no takeover can interleave with the guarded write."""
-    held = (
-        Lease.objects.select_for_update()
-        .filter(
-            run_id=lease.run_id,
-            owner=lease.owner,
-            lease_version=lease.version,
-            expires_at__gt=Now(),
-        )
-        .exists()
+    """Inside a transaction, locks the lease row so no takeover can interleave with the
+    guarded write that follows."""
+    held = Lease.objects.filter(
+        run_id=lease.run_id, owner=lease.owner, lease_version=lease.version, expires_at__gt=Now()
     )
-    if not held:
+    if transaction.get_connection().in_atomic_block:
+        held = held.select_for_update()
+    if not held.exists():
         raise LeaseLost(f"lease v{lease.version} on run {lease.run_id} is no longer held")
 
 

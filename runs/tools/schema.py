@@ -64,7 +64,7 @@ def _validate_object(schema: dict[str, Any], value: Any, *, path: str) -> None:
     properties = schema.get("properties", {})
     for name in value:
         if name not in properties:
-            raise InvalidArguments(f"{path} has an unknown field {name!r}", field=f"{path}.{name}")
+            raise InvalidArguments(f"{path}.{name} is not a known field", field=f"{path}.{name}")
     for name in schema.get("required", []):
         if name not in value:
             raise InvalidArguments(f"{path}.{name} is required", field=f"{path}.{name}")

@@ -1,0 +1,205 @@
+"""Answers the sandbox never gives, from a stand-in external service (a real local server)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from control.canonical import content_hash, intent_digest
+from runs.tools.base import ToolCall
+from runs.tools.errors import (
+    InvalidArguments,
+    PermissionDenied,
+    ReceiptMismatch,
+    ResultUncertain,
+    TransientError,
+)
+from runs.tools.http import retry_after_seconds
+from runs.tools.registry import get_tool
+
+TIMEOUT = (2.0, 2.0)
+ARGS = {"resolution": "fixed"}
+CALL = ToolCall(
+    tool="ticket.close",
+    target="ticket-7",
+    args=ARGS,
+    idempotency_key="run-1:close:ticket-7:v1",
+    intent_digest=intent_digest(tool="ticket.close", target="ticket-7", args=ARGS),
+)
+NOTIFY_ARGS = {"body": "hi"}
+NOTIFY_CALL = ToolCall(
+    tool="notify.send",
+    target="ops@example.com",
+    args=NOTIFY_ARGS,
+    idempotency_key="run-1:notify:ops@example.com:v1",
+    intent_digest=intent_digest(tool="notify.send", target="ops@example.com", args=NOTIFY_ARGS),
+)
+
+
+class Canned:
+    """What the stand-in answers next: status, headers, body; and what it was sent."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.headers: dict[str, str] = {"Content-Type": "application/json"}
+        self.body = b"{}"
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    def answer(self, status: int, body: object, **headers: str) -> None:
+        self.status = status
+        self.body = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.headers = {"Content-Type": "application/json", **headers}
+
+
+@pytest.fixture
+def external(settings) -> Iterator[Canned]:
+    canned = Canned()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            canned.requests.append((self.command, self.path, dict(self.headers), body))
+            self.send_response(canned.status)
+            for name, value in canned.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(canned.body)))
+            self.end_headers()
+            self.wfile.write(canned.body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    settings.SANDBOX_URL = f"http://127.0.0.1:{server.server_address[1]}/sandbox/"
+    yield canned
+    server.shutdown()
+    server.server_close()
+
+
+def receipt_for(call: ToolCall, **changes: object) -> dict[str, object]:
+    return {
+        "idempotency_key": call.idempotency_key,
+        "intent_digest": call.intent_digest,
+        "receipt_id": "tkc_1",
+        "target_version": 2,
+        "status": "closed",
+        **changes,
+    }
+
+
+def test_the_adapter_sends_the_frozen_intent_with_its_key(external):
+    external.answer(201, receipt_for(CALL))
+
+    receipt = get_tool("ticket.close").execute(CALL, timeout=TIMEOUT)
+
+    method, path, headers, body = external.requests[0]
+    assert (method, path) == ("POST", "/sandbox/tickets/ticket-7/close")
+    assert headers["Idempotency-Key"] == CALL.idempotency_key
+    assert json.loads(body) == {"args": ARGS}
+    assert receipt.raw_response_hash == content_hash(external.body)
+
+
+def test_a_receipt_for_another_intent_is_a_mismatch_carrying_that_receipt(external):
+    external.answer(201, receipt_for(CALL, intent_digest="sha256:" + "0" * 64))
+
+    with pytest.raises(ReceiptMismatch) as mismatch:
+        get_tool("ticket.close").execute(CALL, timeout=TIMEOUT)
+
+    assert mismatch.value.error_class == "receipt_digest_mismatch"
+    assert isinstance(mismatch.value, ResultUncertain)
+    assert mismatch.value.receipt.intent_digest == "sha256:" + "0" * 64
+
+
+def test_a_receipt_for_another_key_is_a_mismatch(external):
+    external.answer(200, receipt_for(CALL, idempotency_key="someone-else"))
+
+    with pytest.raises(ReceiptMismatch):
+        get_tool("ticket.close").execute(CALL, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": "closed"},
+        {"receipt_id": "tkc_1"},
+        [1, 2],
+        b'{"idempotency_key": "a", "idempotency_key": "b"}',
+        b"",
+    ],
+)
+def test_a_2xx_without_a_usable_receipt_is_uncertain(external, body):
+    external.answer(200, body)
+
+    with pytest.raises(ResultUncertain) as uncertain:
+        get_tool("ticket.close").execute(CALL, timeout=TIMEOUT)
+
+    assert type(uncertain.value) is ResultUncertain
+    assert uncertain.value.raw_response_hash == content_hash(external.body)
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "tool_call"),
+    [
+        (400, InvalidArguments, CALL),
+        (401, PermissionDenied, CALL),
+        (403, PermissionDenied, CALL),
+        (422, InvalidArguments, CALL),
+        (500, TransientError, CALL),
+        (503, TransientError, CALL),
+        (502, TransientError, CALL),
+        (504, TransientError, CALL),
+        # The notifier cannot dedupe: a gateway error may hide a message that went out.
+        (502, ResultUncertain, NOTIFY_CALL),
+        (504, ResultUncertain, NOTIFY_CALL),
+        (503, TransientError, NOTIFY_CALL),
+        (302, ResultUncertain, CALL),
+    ],
+)
+def test_statuses_are_classified(external, status, error, tool_call):
+    external.answer(status, {"type": "whatever", "detail": "said the server"})
+
+    with pytest.raises(error) as raised:
+        get_tool(tool_call.tool).execute(tool_call, timeout=TIMEOUT)
+
+    assert type(raised.value) is error
+    assert raised.value.http_status == status
+
+
+def test_a_query_answered_by_a_non_sandbox_404_proves_nothing(external):
+    external.answer(404, b"<html>Not Found</html>", **{"Content-Type": "text/html"})
+
+    with pytest.raises(TransientError):
+        get_tool("ticket.close").query(CALL.idempotency_key, timeout=TIMEOUT)
+
+
+def test_a_query_receipt_for_another_key_proves_nothing(external):
+    external.answer(200, receipt_for(CALL, idempotency_key="someone-else"))
+
+    with pytest.raises(TransientError):
+        get_tool("ticket.close").query(CALL.idempotency_key, timeout=TIMEOUT)
+
+
+def test_a_query_escapes_the_key_into_one_path_segment(external):
+    external.answer(200, receipt_for(CALL, idempotency_key="run/1:a b"))
+
+    get_tool("ticket.close").query("run/1:a b", timeout=TIMEOUT)
+
+    assert external.requests[0][1] == "/sandbox/receipts/run%2F1%3Aa%20b"
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    assert retry_after_seconds("7") == 7.0
+    assert retry_after_seconds(None) is None
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds("-3") is None
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert retry_after_seconds("Fri, 01 Jan 2100 00:00:00 GMT") / (365 * 86400) > 50
