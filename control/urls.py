@@ -1,4 +1,4 @@
-"""Countersign's URL map: the composition root wires every app's pages here."""
+"""Countersign's URL map: the composition root wires every app's pages and the API here."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from control import views
+from control.api import api
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/accounts/login/", permanent=False)),
+    path("", RedirectView.as_view(url="/inbox/", permanent=False)),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
+    path("api/v1/", api.urls),
     path("sandbox/", include("sandbox.urls")),
+    path("", include("runs.urls")),
 ]

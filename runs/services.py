@@ -499,6 +499,64 @@ def approval_decide(
     return approval
 
 
+def derived_action_id(action: Action) -> str:
+    """The next logical id in an intent's lineage: close-ticket -> close-ticket~2 -> ~3."""
+    base = action.action_id.split("~", 1)[0]
+    taken = Action.objects.filter(run_id=action.run_id, action_id__startswith=f"{base}~").count()
+    return f"{base}~{taken + 2}"
+
+
+@transaction.atomic
+def action_edit_and_approve(
+    *, action: Action, editor, args: dict, seen_digest: str, seen_state_version: int,
+    reason: str = "",
+) -> Action:
+    """Edit then approve: a new frozen intent (new logical id, key and digest) supersedes the
+    one the editor saw, and the editor's approval goes to the new one. Where four eyes are
+    required the new intent waits for another operator instead."""
+    if not has_any_role(editor, action.run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may edit an intent")
+    if action.status != Status.WAITING_APPROVAL:
+        raise InvalidTransition(f"action is {action.status}, not waiting for approval")
+    if seen_digest != action.intent_digest or seen_state_version != action.base_version:
+        raise GrantMismatch("digest", "what you edited is not the intent waiting for approval")
+    run = action.run
+    if run.state_version != action.base_version + action.approvals.count():
+        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
+    edited, _ = action_propose(
+        run=run, action_id=derived_action_id(action), tool=action.tool, target=action.target,
+        args=args, contract_version=action.contract_version, observation=action.observation,
+        proposed_by=editor.get_username(), proposed_by_user=editor, supersedes=action,
+    )
+    if edited.intent_digest == action.intent_digest:
+        raise InvalidArguments("the edit changes nothing; approve the original instead")
+    audit_record(actor=editor.get_username(), verb="action.edit", tenant=run.tenant,
+                 object_type="action", object_id=str(edited.pk), reason=reason,
+                 data={"supersedes": str(action.pk), "before": action.args, "after": edited.args})
+    if edited.four_eyes:
+        return edited
+    approval_decide(action=edited, approver=editor, decision=Approval.Decision.APPROVE,
+                    seen_digest=edited.intent_digest, seen_state_version=edited.base_version,
+                    reason=reason)
+    edited.refresh_from_db()
+    return edited
+
+
+def action_ask_again(*, action: Action, requester) -> Action:
+    """Re-proposes an expired request as a new intent (new logical id, so a new key)."""
+    if action.status != Status.EXPIRED:
+        raise InvalidTransition(f"only an expired request can be asked again, not {action.status}")
+    if not has_any_role(requester, action.run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may ask again")
+    again, _ = action_propose(
+        run=action.run, action_id=derived_action_id(action), tool=action.tool,
+        target=action.target, args=action.args, contract_version=action.contract_version,
+        observation=action.observation, proposed_by=requester.get_username(),
+        proposed_by_user=requester,
+    )
+    return again
+
+
 def grant_check(action: Action) -> None:
     """Is the grant valid for this exact intent now? Raises GrantMismatch naming the broken
     binding. A missing or malformed field is never approval."""

@@ -111,10 +111,20 @@ def error_response(error: SandboxError) -> JsonResponse:
 def with_faults(
     tool: str, environ: dict[str, Any], call: Callable[[], HttpResponse]
 ) -> HttpResponse:
-    """Runs call (the tool's business step and its answer) under the tool's next fault."""
+    """Runs call (the tool's business step and its answer) under the tool's next fault.
+
+    A refusal the call raises is answered too, so "commit then" faults spoil refusals alike.
+    """
+
+    def answer() -> HttpResponse:
+        try:
+            return call()
+        except SandboxError as error:
+            return error_response(error)
+
     fault = fault_take(tool=tool)
     if fault is None:
-        return call()
+        return answer()
     if fault.kind == FaultKind.FAIL_BEFORE_COMMIT:
         return JsonResponse(
             {"type": "injected_failure", "detail": "failed before commit (injected)"}, status=500
@@ -129,7 +139,7 @@ def with_faults(
         time.sleep(fault.parameter or 0)
     if fault.kind == FaultKind.SLOW:
         time.sleep((fault.parameter or 0) / 1000)
-    response = call()
+    response = answer()
     if fault.kind == FaultKind.COMMIT_THEN_HANG:
         time.sleep(fault.parameter or 0)
     if fault.kind == FaultKind.COMMIT_THEN_MALFORMED:

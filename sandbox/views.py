@@ -14,10 +14,10 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from sandbox import services, validation
+from sandbox import selectors, services, validation
 from sandbox.exceptions import BadRequest, NotFound, SandboxError
 from sandbox.faults import error_response, fault_plan_add, fault_plans_clear, with_faults
-from sandbox.models import Charge, Effect, FaultPlan, IdempotencyRecord, Notification, Ticket
+from sandbox.models import FaultPlan
 
 View = Callable[..., HttpResponse]
 
@@ -45,20 +45,13 @@ def api(*methods: str) -> Callable[[View], View]:
     return decorate
 
 
-def _answering(step: Callable[[], HttpResponse]) -> Callable[[], HttpResponse]:
-    """The step's answer, refusals included, so that "commit then" faults spoil them too."""
-
-    def answer() -> HttpResponse:
-        try:
-            return step()
-        except SandboxError as error:
-            return error_response(error)
-
-    return answer
+def _receipt_json(receipt: dict[str, Any], *, status: int = 200) -> JsonResponse:
+    # Sorted keys: a replay or a query answers the very bytes of the first answer.
+    return JsonResponse(receipt, status=status, json_dumps_params={"sort_keys": True})
 
 
 def _receipt_response(outcome: services.Outcome) -> JsonResponse:
-    response = JsonResponse(outcome.receipt, status=200 if outcome.replayed else 201)
+    response = _receipt_json(outcome.receipt, status=200 if outcome.replayed else 201)
     if outcome.replayed:
         response["Idempotent-Replayed"] = "true"
     return response
@@ -67,12 +60,12 @@ def _receipt_response(outcome: services.Outcome) -> JsonResponse:
 @api("GET")
 def ticket_detail(request: HttpRequest, ticket_id: str) -> HttpResponse:
     def step() -> HttpResponse:
-        ticket = Ticket.objects.filter(id=ticket_id).first()
+        ticket = selectors.ticket_get(ticket_id=ticket_id)
         if ticket is None:
             raise NotFound(f"no ticket {ticket_id!r}")
         return JsonResponse({"id": ticket.id, "status": ticket.status, "version": ticket.version})
 
-    return with_faults("ticket.lookup", request.META, _answering(step))
+    return with_faults("ticket.lookup", request.META, step)
 
 
 @api("POST")
@@ -92,24 +85,21 @@ def ticket_close(request: HttpRequest, ticket_id: str) -> HttpResponse:
         outcome = services.ticket_close(ticket_id=ticket_id, idempotency_key=key, args=args)
         return _receipt_response(outcome)
 
-    return with_faults("ticket.close", request.META, _answering(step))
+    return with_faults("ticket.close", request.META, step)
 
 
 @api("GET")
 def receipt_detail(request: HttpRequest, key: str) -> HttpResponse:
-    record = IdempotencyRecord.objects.filter(key=key).filter(receipt__isnull=False).first()
-    if record is None:
+    receipt = selectors.receipt_get(key=key)
+    if receipt is None:
         raise NotFound(f"no receipt for Idempotency-Key {key!r}")
-    return JsonResponse(record.receipt)
+    return _receipt_json(receipt)
 
 
 @api("GET", "POST")
 def notifications(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
-        sent = Notification.objects.order_by("id")
-        recipient = request.GET.get("recipient")
-        if recipient is not None:
-            sent = sent.filter(recipient=recipient)
+        sent = selectors.notifications_sent(recipient=request.GET.get("recipient"))
         return JsonResponse(
             {
                 "notifications": [
@@ -133,7 +123,7 @@ def notifications(request: HttpRequest) -> HttpResponse:
         outcome = services.notification_send(recipient=recipient, body=text)
         return _receipt_response(outcome)
 
-    return with_faults("notify.send", request.META, _answering(step))
+    return with_faults("notify.send", request.META, step)
 
 
 @api("POST")
@@ -155,12 +145,12 @@ def charges(request: HttpRequest) -> HttpResponse:
         )
         return _receipt_response(outcome)
 
-    return with_faults("payment.charge", request.META, _answering(step))
+    return with_faults("payment.charge", request.META, step)
 
 
 @api("GET")
 def charge_detail(request: HttpRequest, charge_id: str) -> HttpResponse:
-    charge = Charge.objects.filter(receipt_id=charge_id).first()
+    charge = selectors.charge_get(charge_id=charge_id)
     if charge is None:
         raise NotFound(f"no charge {charge_id!r}")
     return JsonResponse(
@@ -189,16 +179,12 @@ def refunds(request: HttpRequest) -> HttpResponse:
         )
         return _receipt_response(outcome)
 
-    return with_faults("payment.refund", request.META, _answering(step))
+    return with_faults("payment.refund", request.META, step)
 
 
 @api("GET")
 def effects(request: HttpRequest) -> HttpResponse:
-    ledger = Effect.objects.order_by("id")
-    if "tool" in request.GET:
-        ledger = ledger.filter(tool=request.GET["tool"])
-    if "key" in request.GET:
-        ledger = ledger.filter(idempotency_key=request.GET["key"])
+    ledger = selectors.effects_ledger(tool=request.GET.get("tool"), key=request.GET.get("key"))
     return JsonResponse(
         {
             "effects": [
@@ -231,7 +217,7 @@ def faults(request: HttpRequest) -> HttpResponse:
     if request.method == "DELETE":
         return JsonResponse({"cleared": fault_plans_clear()})
     if request.method == "GET":
-        pending = FaultPlan.objects.filter(remaining__gt=0).order_by("id")
+        pending = selectors.fault_plans_pending()
         return JsonResponse({"faults": [_plan_json(plan) for plan in pending]})
     body = validation.json_object(
         request.body, allowed={"tool", "fault", "count"}, required={"tool", "fault"}

@@ -16,6 +16,7 @@ from django.conf import settings
 from runs.tools.base import Timeout, Tool, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, TransientError
 from runs.tools.http import (
+    HttpAnswer,
     raise_for_status,
     read_json,
     send_read,
@@ -100,13 +101,24 @@ class SandboxTool(Tool):
             raise TransientError(f"asked for key {idempotency_key!r}, got another key's receipt")
         return receipt
 
-    def _read_object(self, *segments: str, timeout: Timeout, fields: tuple[str, ...]) -> dict:
+    def _read_object(
+        self, *segments: str, timeout: Timeout, fields: dict[str, type]
+    ) -> tuple[dict[str, Any], HttpAnswer]:
+        """A GET answered by an object holding fields (name -> type); else TransientError."""
         answer = send_read(self.url(*segments), timeout=timeout)
         raise_for_status(answer, write=False)
         state = read_json(answer)
-        if not isinstance(state, dict) or any(name not in state for name in fields):
+        if not isinstance(state, dict) or not all(
+            isinstance(state.get(name), kind) and not isinstance(state.get(name), bool)
+            for name, kind in fields.items()
+        ):
             raise TransientError(f"malformed answer from {self.url(*segments)}")
-        return state
+        return state, answer
+
+    def _read_ticket(self, ticket_id: str, *, timeout: Timeout) -> tuple[dict, HttpAnswer]:
+        return self._read_object(
+            "tickets", ticket_id, timeout=timeout, fields={"id": str, "status": str, "version": int}
+        )
 
 
 class SandboxWriteTool(SandboxTool):
@@ -148,22 +160,18 @@ class TicketLookup(SandboxTool):
 
     def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
         self.check_call(call)
-        answer = send_read(self.url("tickets", call.target), timeout=timeout)
-        raise_for_status(answer, write=False)
-        state = read_json(answer)
-        if not isinstance(state, dict) or not isinstance(state.get("version"), int):
-            raise TransientError(f"malformed ticket from {self.url('tickets', call.target)}")
+        state, answer = self._read_ticket(call.target, timeout=timeout)
         return ToolReceipt(
             idempotency_key=None,
             intent_digest=call.intent_digest,
-            receipt_id=f"{state.get('id')}@v{state['version']}",
+            receipt_id=f"{state['id']}@v{state['version']}",
             target_version=state["version"],
-            status=str(state.get("status")),
+            status=state["status"],
             raw_response_hash=answer.raw_response_hash,
         )
 
     def read(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
-        return self._read_object("tickets", target, timeout=timeout, fields=("status", "version"))
+        return self._read_ticket(target, timeout=timeout)[0]
 
 
 class TicketClose(SandboxWriteTool):
@@ -190,7 +198,7 @@ class TicketClose(SandboxWriteTool):
         return ("tickets", call.target, "close"), {"args": call.args}
 
     def read(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
-        return self._read_object("tickets", target, timeout=timeout, fields=("status", "version"))
+        return self._read_ticket(target, timeout=timeout)[0]
 
     def is_satisfied(self, *, target: str, args: dict[str, Any], state: dict[str, Any]) -> bool:
         return state.get("status") == "closed"
@@ -291,9 +299,8 @@ class PaymentRefund(SandboxWriteTool):
 
     def read(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
         """The charge: amount, refunded so far, version (evidence; never "satisfied")."""
-        return self._read_object(
-            "payments", "charges", target, timeout=timeout, fields=("amount_cents",)
-        )
+        fields = {"id": str, "amount_cents": int, "refunded_cents": int, "version": int}
+        return self._read_object("payments", "charges", target, timeout=timeout, fields=fields)[0]
 
 
 SANDBOX_TOOLS: tuple[type[SandboxTool], ...] = (

@@ -19,6 +19,8 @@ from runs.exceptions import (
 )
 from runs.models import Action, Approval, OutboxMessage, Run, ToolPolicy
 from runs.services import (
+    action_ask_again,
+    action_edit_and_approve,
     action_propose,
     approval_decide,
     approval_expire,
@@ -334,3 +336,48 @@ def test_a_run_past_its_deadline_stops_as_deadline_exceeded():
         )
     run.refresh_from_db()
     assert (run.phase, run.stop_reason) == ("deadline_exceeded", "deadline passed")
+
+
+def test_edit_then_approve_supersedes_the_old_intent_with_a_new_key_and_digest():
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    action = make_action(make_run(tenant), args={"resolution": "fixed"})
+    edited = action_edit_and_approve(
+        action=action, editor=operator, args={"resolution": "duplicate"},
+        seen_digest=action.intent_digest, seen_state_version=action.base_version,
+    )
+    action.refresh_from_db()
+    assert (action.status, edited.status, edited.action_id) == (
+        "superseded", "approved", "close-ticket~2",
+    )
+    assert edited.supersedes_id == action.pk
+    assert edited.idempotency_key != action.idempotency_key
+    assert edited.intent_digest != action.intent_digest
+
+
+def test_an_edit_that_changes_nothing_is_refused_and_leaves_the_intent_waiting():
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    with pytest.raises(InvalidArguments, match="changes nothing"):
+        action_edit_and_approve(
+            action=action, editor=make_user(tenant, "operator"), args=dict(action.args),
+            seen_digest=action.intent_digest, seen_state_version=action.base_version,
+        )
+    action.refresh_from_db()
+    assert action.status == "waiting_approval"
+    assert Action.objects.count() == 1
+
+
+def test_asking_again_re_proposes_an_expired_request_under_a_new_key():
+    tenant = make_tenant()
+    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    operator = make_user(tenant, "operator")
+    action = make_action(make_run(tenant))
+    time.sleep(1.1)
+    approval_expire(action=action)
+    action.refresh_from_db()
+    again = action_ask_again(action=action, requester=operator)
+    assert (again.status, again.action_id, again.args) == (
+        "waiting_approval", "close-ticket~2", action.args,
+    )
+    assert again.idempotency_key != action.idempotency_key

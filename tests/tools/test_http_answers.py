@@ -77,7 +77,7 @@ def external(settings) -> Iterator[Canned]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     settings.SANDBOX_URL = f"http://127.0.0.1:{server.server_address[1]}/sandbox/"
     yield canned

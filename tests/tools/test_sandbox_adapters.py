@@ -48,6 +48,7 @@ def test_closing_a_ticket_returns_the_receipt_for_exactly_this_intent(sandbox_ur
     assert receipt.intent_digest == call.intent_digest
     assert (receipt.status, receipt.target_version) == ("closed", 2)
     assert receipt.raw_response_hash.startswith("sha256:")
+    # Replays and queries answer the very same bytes, so even the raw hash matches.
     assert get_tool("ticket.close").query(call.idempotency_key, timeout=TIMEOUT) == receipt
 
 
