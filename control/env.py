@@ -64,7 +64,11 @@ def env_database(name: str, default_url: str) -> dict:
         raise ImproperlyConfigured(
             f"{name} must be a postgres://, postgresql:// or sqlite:/// URL; got {url!r}"
         )
-    return dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
+    config = dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
+    if url.startswith("sqlite"):
+        # The demo's web, worker and sweeper share the file: wait for locks, don't fail.
+        config["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+    return config
 
 
 def env_signing_keys(name: str, default: str | None) -> dict[str, bytes]:

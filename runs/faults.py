@@ -1,7 +1,8 @@
-"""Crash points for the crash tests: the worker SIGKILLs itself at a named point.
+"""Fault points for the crash tests: the worker SIGKILLs (or SIGSTOPs) itself at a named point.
 
-Honoured only when settings.COUNTERSIGN_ALLOW_FAULT_POINTS is on (test settings), so a
-stray environment variable in production can never kill a worker.
+COUNTERSIGN_FAULT_POINT=<point> kills the worker there; `pause:<point>` stops it there until
+a SIGCONT, to play a stale worker. Honoured only when settings.COUNTERSIGN_ALLOW_FAULT_POINTS
+is on (test settings), so a stray environment variable in production never fires one.
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ import signal
 
 from django.conf import settings
 
-FAULT_POINTS = ("before_send", "after_send_before_receipt", "after_receipt")
+FAULT_POINTS = ("before_send", "attempt_recorded", "after_send_before_receipt", "after_receipt")
 
 
-def crash_point(name: str) -> None:
+def fault_point(name: str) -> None:
     if name not in FAULT_POINTS:
         raise ValueError(f"unknown fault point {name!r}")
-    if settings.COUNTERSIGN_ALLOW_FAULT_POINTS and name == settings.COUNTERSIGN_FAULT_POINT:
+    if not settings.COUNTERSIGN_ALLOW_FAULT_POINTS:
+        return
+    configured = settings.COUNTERSIGN_FAULT_POINT
+    if configured == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    elif configured == f"pause:{name}":
+        os.kill(os.getpid(), signal.SIGSTOP)

@@ -508,7 +508,12 @@ def derived_action_id(action: Action) -> str:
 
 @transaction.atomic
 def action_edit_and_approve(
-    *, action: Action, editor, args: dict, seen_digest: str, seen_state_version: int,
+    *,
+    action: Action,
+    editor,
+    args: dict,
+    seen_digest: str,
+    seen_state_version: int,
     reason: str = "",
 ) -> Action:
     """Edit then approve: a new frozen intent (new logical id, key and digest) supersedes the
@@ -524,20 +529,38 @@ def action_edit_and_approve(
     if run.state_version != action.base_version + action.approvals.count():
         raise GrantMismatch("state_version", "the run changed since you looked; review it again")
     edited, _ = action_propose(
-        run=run, action_id=derived_action_id(action), tool=action.tool, target=action.target,
-        args=args, contract_version=action.contract_version, observation=action.observation,
-        proposed_by=editor.get_username(), proposed_by_user=editor, supersedes=action,
+        run=run,
+        action_id=derived_action_id(action),
+        tool=action.tool,
+        target=action.target,
+        args=args,
+        contract_version=action.contract_version,
+        observation=action.observation,
+        proposed_by=editor.get_username(),
+        proposed_by_user=editor,
+        supersedes=action,
     )
     if edited.intent_digest == action.intent_digest:
         raise InvalidArguments("the edit changes nothing; approve the original instead")
-    audit_record(actor=editor.get_username(), verb="action.edit", tenant=run.tenant,
-                 object_type="action", object_id=str(edited.pk), reason=reason,
-                 data={"supersedes": str(action.pk), "before": action.args, "after": edited.args})
+    audit_record(
+        actor=editor.get_username(),
+        verb="action.edit",
+        tenant=run.tenant,
+        object_type="action",
+        object_id=str(edited.pk),
+        reason=reason,
+        data={"supersedes": str(action.pk), "before": action.args, "after": edited.args},
+    )
     if edited.four_eyes:
         return edited
-    approval_decide(action=edited, approver=editor, decision=Approval.Decision.APPROVE,
-                    seen_digest=edited.intent_digest, seen_state_version=edited.base_version,
-                    reason=reason)
+    approval_decide(
+        action=edited,
+        approver=editor,
+        decision=Approval.Decision.APPROVE,
+        seen_digest=edited.intent_digest,
+        seen_state_version=edited.base_version,
+        reason=reason,
+    )
     edited.refresh_from_db()
     return edited
 
@@ -549,9 +572,14 @@ def action_ask_again(*, action: Action, requester) -> Action:
     if not has_any_role(requester, action.run.tenant, APPROVER_ROLES):
         raise NotAllowed("only an operator of this tenant may ask again")
     again, _ = action_propose(
-        run=action.run, action_id=derived_action_id(action), tool=action.tool,
-        target=action.target, args=action.args, contract_version=action.contract_version,
-        observation=action.observation, proposed_by=requester.get_username(),
+        run=action.run,
+        action_id=derived_action_id(action),
+        tool=action.tool,
+        target=action.target,
+        args=action.args,
+        contract_version=action.contract_version,
+        observation=action.observation,
+        proposed_by=requester.get_username(),
         proposed_by_user=requester,
     )
     return again

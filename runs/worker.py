@@ -23,7 +23,7 @@ from runs import protocol
 from runs.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.events import LeaseToken
 from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
-from runs.faults import crash_point
+from runs.faults import fault_point
 from runs.models import Action, Attempt, Receipt, Run
 from runs.services import lease_claim, lease_release, lease_renew, run_stop
 from runs.tools import errors as tool_errors
@@ -122,10 +122,11 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     tool = get_tool(action.tool, action.contract_version)
     if action.attempt_count == 0 and _already_satisfied(action, tool, lease, worker, policy):
         return
-    crash_point("before_send")
+    fault_point("before_send")
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=worker)
     if attempt is None:
         return
+    fault_point("attempt_recorded")
     lease_renew(lease=lease)
     call = ToolCall(
         tool=action.tool,
@@ -149,7 +150,7 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     except tool_errors.ToolError as error:
         _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
         return
-    crash_point("after_send_before_receipt")
+    fault_point("after_send_before_receipt")
     protocol.receipt_record(
         action_pk=action.pk,
         lease=lease,
@@ -158,7 +159,7 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         worker=worker,
         attempt_pk=attempt.pk,
     )
-    crash_point("after_receipt")
+    fault_point("after_receipt")
 
 
 def _already_satisfied(

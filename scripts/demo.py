@@ -71,6 +71,11 @@ def process_specs(port: int) -> list[ProcessSpec]:
             argv=(*MANAGE, "runserver", f"{HOST}:{port}", "--noreload"),
             ready_url=f"http://{HOST}:{port}/healthz",
         ),
+        ProcessSpec(
+            name="worker",
+            argv=(*MANAGE, "rqworker", "countersign", "--worker-class", "rq.worker.SimpleWorker"),
+        ),
+        ProcessSpec(name="sweeper", argv=(*MANAGE, "sweep", "--loop")),
     ]
 
 

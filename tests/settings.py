@@ -1,9 +1,14 @@
-"""Test settings: PostgreSQL for both databases, fast hashing, fault points allowed."""
+"""Test settings: PostgreSQL for both databases, fast hashing, fault points allowed.
+
+Each pytest process gets its own test databases and its own Redis database, so concurrent
+runs on one machine never collide. Worker subprocesses get explicit URLs from the tests.
+"""
 
 from __future__ import annotations
 
 import os
 
+_suffix = os.environ.get("COUNTERSIGN_TEST_DB_SUFFIX", str(os.getpid()))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/countersign")
 os.environ.setdefault(
     "SANDBOX_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/countersign_sandbox"
@@ -13,10 +18,13 @@ os.environ.setdefault(
     "COUNTERSIGN_CHECKPOINT_KEYS",
     "test-2:second-test-checkpoint-key,test-1:first-test-checkpoint-key",
 )
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{1 + int(_suffix) % 15}")
 
-from control.settings import *  # noqa: F403
+from control.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 COUNTERSIGN_ALLOW_FAULT_POINTS = True
 SANDBOX_FAULTS = True
+
+for _alias, _name in (("default", "countersign"), ("sandbox", "countersign_sandbox")):
+    DATABASES[_alias]["TEST"] = {"NAME": f"test_{_name}_{_suffix}"}  # noqa: F405

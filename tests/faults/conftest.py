@@ -65,13 +65,25 @@ class Workers:
         return env
 
     def start(self, *, fault_point: str = "", burst: bool = True) -> subprocess.Popen:
-        command = [sys.executable, "manage.py", "rqworker", settings.RQ_EXECUTION_QUEUE,
-                   "--worker-class", "rq.worker.SimpleWorker", "-v", "0"]
+        command = [
+            sys.executable,
+            "manage.py",
+            "rqworker",
+            settings.RQ_EXECUTION_QUEUE,
+            "--worker-class",
+            "rq.worker.SimpleWorker",
+            "-v",
+            "0",
+        ]
         if burst:
             command.append("--burst")
         process = subprocess.Popen(
-            command, cwd=ROOT, env=self.env(COUNTERSIGN_FAULT_POINT=fault_point),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            command,
+            cwd=ROOT,
+            env=self.env(COUNTERSIGN_FAULT_POINT=fault_point),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.processes.append(process)
         return process

@@ -56,26 +56,36 @@ def _clock_passes_lease_expiry(actions: list[Action]) -> None:
     """Advances the database clock for these leases: the dead worker's lease runs out."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE runs_lease SET expires_at = now() - interval '1 second' "
-            "WHERE run_id = ANY(%s)",
+            "UPDATE runs_lease SET expires_at = now() - interval '1 second' WHERE run_id = ANY(%s)",
             [[str(action.run_id) for action in actions]],
         )
 
 
 def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Random) -> None:
     if window == "sent_result_unknown":
-        requests.post(sandbox + "faults", timeout=5, json={
-            "tool": action.tool, "fault": "hang_before_commit:1", "count": 1,
-        }).raise_for_status()
+        requests.post(
+            sandbox + "faults",
+            timeout=5,
+            json={
+                "tool": action.tool,
+                "fault": "hang_before_commit:1",
+                "count": 1,
+            },
+        ).raise_for_status()
         process = workers.start()
-        wait_until(lambda: Attempt.objects.filter(action=action, status="sending").exists(),
-                   message="the worker never started sending")
+        wait_until(
+            lambda: Attempt.objects.filter(action=action, status="sending").exists(),
+            message="the worker never started sending",
+        )
         time.sleep(rng.uniform(0.05, 0.4))
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
         return
-    point = {"before_call": "before_send", "committed_not_recorded": "after_send_before_receipt",
-             "recorded": "after_receipt"}[window]
+    point = {
+        "before_call": "before_send",
+        "committed_not_recorded": "after_send_before_receipt",
+        "recorded": "after_receipt",
+    }[window]
     assert workers.run_burst(fault_point=point) == -signal.SIGKILL
 
 
@@ -87,8 +97,13 @@ def test_crash_window(tool: ToolCase, window: str, workers, sandbox):
     operator = make_user(tenant, "operator")
     actions = []
     for number in rng.sample(range(1, 101), RUNS):
-        action = make_action(make_run(tenant), tool=tool.tool, target=tool.target(number),
-                             args=tool.args(number), action_id=f"step-{number}")
+        action = make_action(
+            make_run(tenant),
+            tool=tool.tool,
+            target=tool.target(number),
+            args=tool.args(number),
+            action_id=f"step-{number}",
+        )
         approve(action, operator)
         _crash(window, action, workers, sandbox, rng)
         actions.append(action)
@@ -98,22 +113,28 @@ def test_crash_window(tool: ToolCase, window: str, workers, sandbox):
         call_command("sweep", verbosity=0)
         assert workers.run_burst() == 0
         call_command("sweep", verbosity=0)
-        pending = Action.objects.filter(pk__in=[a.pk for a in actions],
-                                        status__in=["approved", "retry_wait", "in_flight"])
+        pending = Action.objects.filter(
+            pk__in=[a.pk for a in actions], status__in=["approved", "retry_wait", "in_flight"]
+        )
         if not pending.exists():
             break
         _clock_passes_lease_expiry(actions)
-    wait_until(lambda: all(tool.effects(a) >= 1 for a in actions) or window == "before_call",
-               timeout=10, message="a hanging sandbox request never committed")
+    wait_until(
+        lambda: all(tool.effects(a) >= 1 for a in actions) or window == "before_call",
+        timeout=10,
+        message="a hanging sandbox request never committed",
+    )
 
     effects = [tool.effects(action) for action in actions]
     statuses = {a.status for a in Action.objects.filter(pk__in=[a.pk for a in actions])}
     cases = ReconciliationCase.objects.filter(action__in=actions, status="open").count()
     REPORT.parent.mkdir(exist_ok=True)
     with REPORT.open("a") as report:
-        report.write(f"{window:24} {tool.tool:13} runs={RUNS} effects={sum(effects)} "
-                     f"duplicates={sum(e - 1 for e in effects if e > 1)} cases={cases} "
-                     f"statuses={sorted(statuses)}\n")
+        report.write(
+            f"{window:24} {tool.tool:13} runs={RUNS} effects={sum(effects)} "
+            f"duplicates={sum(e - 1 for e in effects if e > 1)} cases={cases} "
+            f"statuses={sorted(statuses)}\n"
+        )
 
     assert max(effects) == 1, "an intent had more than one effect"
     if tool.idempotent or window in ("before_call", "recorded"):

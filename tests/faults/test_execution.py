@@ -23,7 +23,9 @@ def test_an_approved_close_runs_once_in_a_worker_and_completes_with_its_receipt(
     assert action.status == "succeeded"
     receipt = action.receipt
     assert (receipt.intent_digest, receipt.source, receipt.status) == (
-        action.intent_digest, "response", "closed",
+        action.intent_digest,
+        "response",
+        "closed",
     )
     assert Effect.objects.filter(idempotency_key=action.idempotency_key).count() == 1
     run = action.run
@@ -38,8 +40,12 @@ def test_an_approved_close_runs_once_in_a_worker_and_completes_with_its_receipt(
 
 def test_an_already_closed_ticket_is_satisfied_by_a_read_without_a_write(workers, sandbox):
     tenant = make_tenant()
-    requests.post(sandbox + "tickets/ticket-9/close", json={"args": {"resolution": "fixed"}},
-                  headers={"Idempotency-Key": "someone-else"}, timeout=5).raise_for_status()
+    requests.post(
+        sandbox + "tickets/ticket-9/close",
+        json={"args": {"resolution": "fixed"}},
+        headers={"Idempotency-Key": "someone-else"},
+        timeout=5,
+    ).raise_for_status()
     action = make_action(make_run(tenant), target="ticket-9")
     approve(action, make_user(tenant, "operator"))
     assert workers.run_burst() == 0
@@ -61,4 +67,3 @@ def test_a_second_delivery_of_the_same_job_changes_nothing(workers, redis_queue)
     assert action.attempts.count() == 1
     assert Effect.objects.filter(idempotency_key=action.idempotency_key).count() == 1
     assert Action.objects.get(pk=action.pk).status == "succeeded"
-

@@ -24,7 +24,11 @@ def _export(run, tmp_path):
 def _forget(run: Run) -> None:
     """Simulates moving to another installation: the run is not in this database."""
     for model in (
-        "runs_checkpoint", "runs_runevent", "runs_approval", "runs_lease", "runs_outboxmessage",
+        "runs_checkpoint",
+        "runs_runevent",
+        "runs_approval",
+        "runs_lease",
+        "runs_outboxmessage",
     ):
         _delete(model, run)
     Action.objects.filter(run=run).delete()
@@ -35,10 +39,13 @@ def _forget(run: Run) -> None:
 def _delete(table: str, run: Run) -> None:
     from django.db import connection
 
-    column = "action_id IN (SELECT id FROM runs_action WHERE run_id = %s)" if table == (
-        "runs_approval") else "run_id = %s"
+    column = (
+        "action_id IN (SELECT id FROM runs_action WHERE run_id = %s)"
+        if table == ("runs_approval")
+        else "run_id = %s"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE {column}", [run.pk])  # noqa: S608
+        cursor.execute(f"DELETE FROM {table} WHERE {column}", [run.pk])
 
 
 def test_an_exported_checkpoint_imports_elsewhere_with_the_same_key(tmp_path):

@@ -343,12 +343,17 @@ def test_edit_then_approve_supersedes_the_old_intent_with_a_new_key_and_digest()
     operator = make_user(tenant, "operator")
     action = make_action(make_run(tenant), args={"resolution": "fixed"})
     edited = action_edit_and_approve(
-        action=action, editor=operator, args={"resolution": "duplicate"},
-        seen_digest=action.intent_digest, seen_state_version=action.base_version,
+        action=action,
+        editor=operator,
+        args={"resolution": "duplicate"},
+        seen_digest=action.intent_digest,
+        seen_state_version=action.base_version,
     )
     action.refresh_from_db()
     assert (action.status, edited.status, edited.action_id) == (
-        "superseded", "approved", "close-ticket~2",
+        "superseded",
+        "approved",
+        "close-ticket~2",
     )
     assert edited.supersedes_id == action.pk
     assert edited.idempotency_key != action.idempotency_key
@@ -360,8 +365,11 @@ def test_an_edit_that_changes_nothing_is_refused_and_leaves_the_intent_waiting()
     action = make_action(make_run(tenant))
     with pytest.raises(InvalidArguments, match="changes nothing"):
         action_edit_and_approve(
-            action=action, editor=make_user(tenant, "operator"), args=dict(action.args),
-            seen_digest=action.intent_digest, seen_state_version=action.base_version,
+            action=action,
+            editor=make_user(tenant, "operator"),
+            args=dict(action.args),
+            seen_digest=action.intent_digest,
+            seen_state_version=action.base_version,
         )
     action.refresh_from_db()
     assert action.status == "waiting_approval"
@@ -378,6 +386,8 @@ def test_asking_again_re_proposes_an_expired_request_under_a_new_key():
     action.refresh_from_db()
     again = action_ask_again(action=action, requester=operator)
     assert (again.status, again.action_id, again.args) == (
-        "waiting_approval", "close-ticket~2", action.args,
+        "waiting_approval",
+        "close-ticket~2",
+        action.args,
     )
     assert again.idempotency_key != action.idempotency_key

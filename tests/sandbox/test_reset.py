@@ -49,3 +49,14 @@ def test_a_dry_run_of_sandbox_reset_changes_nothing():
     assert "Would reset" in output.getvalue()
     assert Ticket.objects.get(id="ticket-1").status == "closed"
     assert Effect.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+def test_migrating_the_sandbox_database_seeds_the_hundred_open_tickets():
+    Ticket.objects.all().delete()
+    call_command("migrate", "sandbox", "0001", database="sandbox", verbosity=0)
+
+    call_command("migrate", "sandbox", database="sandbox", verbosity=0)
+
+    assert Ticket.objects.count() == 100
+    assert set(Ticket.objects.values_list("status", "version")) == {("open", 1)}

@@ -1,0 +1,59 @@
+"""Redis is only delivery: flushing it with work queued and in flight loses nothing."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from django.core.management import call_command
+from django.db import connection
+
+from runs.models import Action
+from sandbox.models import Effect
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.faults.conftest import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+
+
+def test_flushall_with_actions_queued_and_in_flight_then_one_sweep_finishes_all_once(
+    workers, redis_queue, sandbox
+):
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    actions = []
+    for number in range(1, 11):
+        action = make_action(make_run(tenant), target=f"ticket-{number}")
+        approve(action, operator)
+        actions.append(action)
+    assert redis_queue.count == 10
+    requests.post(
+        sandbox + "faults",
+        timeout=5,
+        json={
+            "tool": "ticket.close",
+            "fault": "slow:400",
+            "count": 3,
+        },
+    ).raise_for_status()
+    worker = workers.start(burst=False)
+    wait_until(
+        lambda: Action.objects.filter(status="in_flight").exists(), message="nothing went in flight"
+    )
+    # Redis loses everything: the queued jobs and the job in flight; the worker dies too.
+    redis_queue.connection.flushdb()
+    worker.kill()
+    worker.wait(timeout=10)
+    assert Action.objects.filter(status="in_flight").count() == 1
+    assert Action.objects.filter(status="approved").count() == 9
+    with connection.cursor() as cursor:  # the dead worker's lease runs out on the db clock
+        cursor.execute("UPDATE runs_lease SET expires_at = now() - interval '1 second'")
+
+    call_command("sweep", verbosity=0)
+    assert workers.run_burst() == 0
+
+    statuses = set(
+        Action.objects.filter(pk__in=[a.pk for a in actions]).values_list("status", flat=True)
+    )
+    assert statuses == {"succeeded"}
+    for action in actions:
+        assert Effect.objects.filter(idempotency_key=action.idempotency_key).count() == 1

@@ -1,0 +1,129 @@
+"""Transient errors are retried with the same key, attempts visible; the others are not."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from django.core.management import call_command
+
+from runs.models import Action, ToolPolicy
+from sandbox.models import Effect
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.faults.conftest import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+
+
+def _fault(sandbox: str, tool: str, fault: str, count: int = 1) -> None:
+    requests.post(
+        sandbox + "faults", json={"tool": tool, "fault": fault, "count": count}, timeout=5
+    ).raise_for_status()
+
+
+def _run_until_settled(workers, action: Action, timeout: float = 30) -> Action:
+    def settled():
+        call_command("sweep", verbosity=0)
+        assert workers.run_burst() == 0
+        action.refresh_from_db()
+        return action.status not in ("approved", "retry_wait", "in_flight")
+
+    wait_until(settled, timeout=timeout, interval=0.2)
+    return action
+
+
+@pytest.mark.parametrize(
+    ("fault", "retry_after"), [("rate_limit:1", 1.0), ("fail_before_commit", None)]
+)
+def test_transient_errors_are_retried_with_the_same_key_and_every_attempt_is_kept(
+    workers, sandbox, fault, retry_after
+):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant), target="ticket-3")
+    approve(action, make_user(tenant, "operator"))
+    _fault(sandbox, "ticket.close", fault, count=2)
+    _run_until_settled(workers, action)
+    attempts = list(action.attempts.order_by("number"))
+    assert action.status == "succeeded"
+    assert [a.status for a in attempts] == ["failed", "failed", "succeeded"]
+    assert {a.error_class for a in attempts[:2]} == {"transient"}
+    assert attempts[0].retry_after == retry_after
+    if retry_after:
+        gap = (attempts[1].started_at - attempts[0].finished_at).total_seconds()
+        assert gap >= retry_after
+    assert Effect.objects.filter(idempotency_key=action.idempotency_key).count() == 1
+    action.run.refresh_from_db()
+    assert action.run.retry_count == 2
+
+
+def test_retries_stop_at_the_class_limit_and_the_run_keeps_the_reason(workers, sandbox):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant), target="ticket-4")
+    approve(action, make_user(tenant, "operator"))
+    _fault(sandbox, "ticket.close", "fail_before_commit", count=10)
+    _run_until_settled(workers, action, timeout=60)
+    action.run.refresh_from_db()
+    assert action.status == "failed"
+    assert action.attempts.count() == 5
+    assert action.run.phase == "failed"
+    assert "transient" in action.run.stop_reason
+    assert not Effect.objects.filter(target="ticket-4").exists()
+
+
+def test_an_unknown_target_is_invalid_and_not_retried(workers):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant), target="ticket-999")
+    approve(action, make_user(tenant, "operator"))
+    _run_until_settled(workers, action)
+    action.run.refresh_from_db()
+    assert (action.status, action.error_class, action.attempts.count()) == (
+        "failed",
+        "invalid_arguments",
+        1,
+    )
+    assert action.run.phase == "failed"
+    assert "invalid_arguments" in action.run.stop_reason
+
+
+def test_a_key_the_external_system_holds_for_another_intent_is_a_conflict(workers, sandbox):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant), target="ticket-5")
+    requests.post(
+        sandbox + "tickets/ticket-6/close",
+        json={"args": {"resolution": "fixed"}},
+        headers={"Idempotency-Key": action.idempotency_key},
+        timeout=5,
+    )
+    approve(action, make_user(tenant, "operator"))
+    _run_until_settled(workers, action)
+    action.run.refresh_from_db()
+    assert (action.status, action.error_class, action.attempts.count()) == (
+        "failed",
+        "idempotency_conflict",
+        1,
+    )
+    assert "idempotency_conflict" in action.run.stop_reason
+    assert not Effect.objects.filter(target="ticket-5").exists()
+
+
+def test_a_business_rejection_is_not_retried(workers, sandbox):
+    tenant = make_tenant()
+    ToolPolicy.objects.create(tenant=tenant, tool="payment.refund", needs_approval=False)
+    charge = requests.post(
+        sandbox + "payments/charges",
+        headers={"Idempotency-Key": "outside-charge"},
+        json={"customer": "cus_7", "amount_cents": 300, "currency": "EUR"},
+        timeout=5,
+    )
+    charge.raise_for_status()
+    refund = make_action(
+        make_run(tenant),
+        tool="payment.refund",
+        action_id="refund",
+        target=charge.json()["receipt_id"],
+        args={"amount_cents": 500},
+    )
+    _run_until_settled(workers, refund)
+    refund.run.refresh_from_db()
+    assert refund.status == "failed"
+    assert refund.error_class == "business_rejection"
+    assert refund.attempts.count() == 1
