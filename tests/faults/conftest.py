@@ -3,6 +3,7 @@ databases, the sandbox served over HTTP by pytest-django's live server, Redis db
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -105,10 +106,8 @@ class Workers:
     def stop_all(self) -> None:
         for process in self.processes:
             if process.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 process.wait(timeout=10)
             if process.stdout:
                 process.stdout.close()
