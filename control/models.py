@@ -103,3 +103,44 @@ class AuditChainHead(models.Model):
 
     def __str__(self) -> str:
         return f"audit head #{self.seq}"
+
+
+class ApiIdempotencyKey(models.Model):
+    """One `Idempotency-Key` a tenant sent with a POST (IETF httpapi idempotency draft).
+
+    `fingerprint` binds the key to the first request (method, path and body hash); once that
+    request has finished, its status and body are stored here and replayed for the same key
+    and body. Rows live 24 hours from `created_at` and are then purged by the sweep
+    (control.api_idempotency.purge_expired).
+    """
+
+    class State(models.TextChoices):
+        IN_FLIGHT = "in_flight"
+        COMPLETED = "completed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="idempotency_keys")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=71)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IN_FLIGHT)
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_content_type = models.CharField(max_length=100, blank=True)
+    response_body = models.TextField(blank=True)
+    created_at = models.DateTimeField(db_default=models.functions.Now())
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="api_idempotency_unique_key"),
+            models.CheckConstraint(
+                condition=models.Q(state__in=["in_flight", "completed"]),
+                name="api_idempotency_known_state",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(state="in_flight") | models.Q(response_status__isnull=False),
+                name="api_idempotency_completed_has_response",
+            ),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="api_idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"idempotency key {self.key!r} ({self.state})"

@@ -3,8 +3,23 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 
-from runs.models import Run
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+
+from control.models import Tenant
+from runs.models import (
+    OPEN_ACTION_STATUSES,
+    Action,
+    Approval,
+    Attempt,
+    Checkpoint,
+    Lease,
+    Run,
+    RunEvent,
+    ToolPolicy,
+)
 
 
 def run_by_id(run_id: str, *, tenant=None) -> Run | None:
@@ -16,3 +31,220 @@ def run_by_id(run_id: str, *, tenant=None) -> Run | None:
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
     return queryset.filter(pk=pk).first()
+
+
+# --- Operator pages: the inbox and the run pages -------------------------------------------
+# Each page is one keyset page of at most PAGE_SIZE rows plus a fixed number of prefetches,
+# so a page costs the same number of queries with 5 rows or 500.
+
+PAGE_SIZE = 50
+EVENTS_PAGE_SIZE = 100
+CHECKPOINTS_SHOWN = 10
+EXPIRED_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class InboxFilters:
+    tool: str = ""
+    run: str = ""
+    proposer: str = ""
+    search: str = ""
+
+    def is_empty(self) -> bool:
+        return not (self.tool or self.run or self.proposer or self.search)
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list
+    next_cursor: str = ""
+
+
+def _approvals_prefetch() -> Prefetch:
+    return Prefetch(
+        "approvals", queryset=Approval.objects.select_related("approver").order_by("created_at")
+    )
+
+
+def _inbox_rows(tenant: Tenant, filters: InboxFilters) -> QuerySet[Action]:
+    rows = Action.objects.filter(tenant=tenant).select_related("run", "observation")
+    if filters.tool:
+        rows = rows.filter(tool=filters.tool)
+    if filters.run:
+        try:
+            rows = rows.filter(run_id=uuid.UUID(filters.run))
+        except ValueError:
+            return rows.none()
+    if filters.proposer:
+        rows = rows.filter(proposed_by=filters.proposer)
+    if filters.search:
+        term = filters.search
+        rows = rows.filter(
+            Q(target__icontains=term)
+            | Q(tool__icontains=term)
+            | Q(action_id__icontains=term)
+            | Q(args__icontains=term)
+            | Q(run__goal__icontains=term)
+            | Q(observation__summary__icontains=term)
+            | Q(intent_digest__icontains=term)
+        )
+    return rows
+
+
+def _inbox_cursor(action: Action) -> str:
+    return f"{action.expires_at.isoformat()}~{action.pk}"
+
+
+def _after_inbox_cursor(rows: QuerySet[Action], cursor: str) -> QuerySet[Action]:
+    try:
+        moment, pk = cursor.split("~", 1)
+        expires_at, pk = datetime.fromisoformat(moment), uuid.UUID(pk)
+    except ValueError:
+        return rows
+    return rows.filter(Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, pk__gt=pk))
+
+
+def inbox_page(*, tenant: Tenant, filters: InboxFilters, after: str = "") -> Page:
+    """Requests waiting for a decision, soonest to expire first (overdue ones lead: they show
+    as expired, never approvable)."""
+    rows = _inbox_rows(tenant, filters).filter(
+        status=Action.Status.WAITING_APPROVAL, expires_at__isnull=False
+    )
+    if after:
+        rows = _after_inbox_cursor(rows, after)
+    found = list(
+        rows.prefetch_related(_approvals_prefetch()).order_by("expires_at", "pk")[: PAGE_SIZE + 1]
+    )
+    more = len(found) > PAGE_SIZE
+    found = found[:PAGE_SIZE]
+    return Page(found, _inbox_cursor(found[-1]) if more else "")
+
+
+def inbox_waiting_count(*, tenant: Tenant, filters: InboxFilters) -> int:
+    return _inbox_rows(tenant, filters).filter(status=Action.Status.WAITING_APPROVAL).count()
+
+
+def inbox_expired(*, tenant: Tenant, filters: InboxFilters) -> list[Action]:
+    """Expired requests that can still be asked again: the run goes on (running) and nothing
+    was proposed in it since."""
+    later = Action.objects.filter(run=OuterRef("run"), created_at__gt=OuterRef("created_at"))
+    rows = _inbox_rows(tenant, filters).filter(
+        status=Action.Status.EXPIRED, run__phase=Run.Phase.RUNNING
+    )
+    return list(rows.filter(~Exists(later)).order_by("-expires_at", "pk")[:EXPIRED_SHOWN])
+
+
+def inbox_proposers(*, tenant: Tenant) -> list[str]:
+    rows = Action.objects.filter(tenant=tenant, status=Action.Status.WAITING_APPROVAL)
+    return list(rows.order_by("proposed_by").values_list("proposed_by", flat=True).distinct())
+
+
+def action_by_id(action_pk, *, tenant: Tenant) -> Action | None:
+    """One action of the tenant with what deciding on it and showing it needs."""
+    try:
+        pk = uuid.UUID(str(action_pk))
+    except ValueError:
+        return None
+    rows = Action.objects.filter(tenant=tenant, pk=pk)
+    rows = rows.select_related("run", "run__tenant", "observation", "tenant")
+    return rows.prefetch_related(_approvals_prefetch()).first()
+
+
+def actions_by_ids(action_pks, *, tenant: Tenant) -> dict[str, Action]:
+    rows = Action.objects.filter(tenant=tenant, pk__in=list(action_pks))
+    rows = rows.select_related("run", "run__tenant", "observation", "tenant")
+    return {str(action.pk): action for action in rows}
+
+
+@dataclass(frozen=True)
+class RunFilters:
+    phase: str = ""
+    tool: str = ""
+    search: str = ""
+
+    def is_empty(self) -> bool:
+        return not (self.phase or self.tool or self.search)
+
+
+def _after_run_cursor(rows: QuerySet[Run], cursor: str) -> QuerySet[Run]:
+    try:
+        moment, pk = cursor.split("~", 1)
+        created_at, pk = datetime.fromisoformat(moment), uuid.UUID(pk)
+    except ValueError:
+        return rows
+    return rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
+
+
+def run_page(*, tenant: Tenant, filters: RunFilters, after: str = "") -> Page:
+    """The tenant's runs, newest first, each with its open action (if any)."""
+    rows = Run.objects.filter(tenant=tenant)
+    if filters.phase:
+        rows = rows.filter(phase=filters.phase)
+    if filters.tool:
+        rows = rows.filter(Exists(Action.objects.filter(run=OuterRef("pk"), tool=filters.tool)))
+    if filters.search:
+        rows = rows.filter(goal__icontains=filters.search)
+    if after:
+        rows = _after_run_cursor(rows, after)
+    open_actions = Prefetch(
+        "actions",
+        queryset=Action.objects.filter(status__in=OPEN_ACTION_STATUSES),
+        to_attr="open_actions",
+    )
+    found = list(
+        rows.prefetch_related(open_actions).order_by("-created_at", "-pk")[: PAGE_SIZE + 1]
+    )
+    more = len(found) > PAGE_SIZE
+    found = found[:PAGE_SIZE]
+    cursor = f"{found[-1].created_at.isoformat()}~{found[-1].pk}" if more else ""
+    return Page(found, cursor)
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    lease: Lease | None
+    events: list[RunEvent]
+    earlier_events_before: int | None
+    checkpoints: list[Checkpoint]
+    actions: list[Action]
+    stop_event: RunEvent | None
+
+
+def run_detail(run_id, *, tenant: Tenant, events_before: int | None = None) -> RunDetail | None:
+    """Everything the run page shows, in a fixed number of queries whatever the run's size."""
+    run = run_by_id(run_id, tenant=tenant)
+    if run is None:
+        return None
+    lease = Lease.objects.filter(run=run).first()
+    events = run.events.select_related("action").order_by("-seq")
+    if events_before is not None:
+        events = events.filter(seq__lt=events_before)
+    window = list(events[: EVENTS_PAGE_SIZE + 1])
+    earlier = window[EVENTS_PAGE_SIZE - 1].seq if len(window) > EVENTS_PAGE_SIZE else None
+    actions = (
+        run.actions.select_related("observation", "receipt", "supersedes")
+        .prefetch_related(
+            Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
+            _approvals_prefetch(),
+        )
+        .order_by("created_at", "pk")
+    )
+    stop_event = (
+        run.events.filter(payload__has_key="report", type__startswith="run.")
+        .order_by("-seq")
+        .first()
+    )
+    return RunDetail(
+        run=run,
+        lease=lease,
+        events=list(reversed(window[:EVENTS_PAGE_SIZE])),
+        earlier_events_before=earlier,
+        checkpoints=list(run.checkpoints.order_by("-state_version")[:CHECKPOINTS_SHOWN]),
+        actions=list(actions),
+        stop_event=stop_event,
+    )
+
+
+def tool_policies(*, tenant: Tenant) -> dict[str, ToolPolicy]:
+    return {policy.tool: policy for policy in ToolPolicy.objects.filter(tenant=tenant)}

@@ -28,3 +28,5 @@ SANDBOX_FAULTS = True
 
 for _alias, _name in (("default", "countersign"), ("sandbox", "countersign_sandbox")):
     DATABASES[_alias]["TEST"] = {"NAME": f"test_{_name}_{_suffix}"}  # noqa: F405
+# The sandbox stands alone: a test that asks only for it must not pull "default" in.
+DATABASES["sandbox"]["TEST"]["DEPENDENCIES"] = []  # noqa: F405

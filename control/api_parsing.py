@@ -1,0 +1,68 @@
+"""The agent API's body parser: every JSON body goes through control.strictjson first.
+
+Duplicate keys, NaN/Infinity, overflowing numbers, lone surrogates, trailing data, nesting
+deeper than MAX_DEPTH and bodies over MAX_BODY_BYTES are refused (400, naming the rule and
+path) before any schema or view sees them. The body must be an object. A NUL character is
+refused too (422): PostgreSQL cannot store it in text or jsonb.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.http import HttpRequest
+from ninja.parser import Parser
+
+from control.api_problems import BodyNotAcceptable
+from control.strictjson import parse_strict
+
+MAX_BODY_BYTES = 1_000_000
+MAX_DEPTH = 32
+_ESCAPED_NUL = b"\\u0000"
+
+
+class StrictParser(Parser):
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        value = parse_strict(request.body, max_bytes=MAX_BODY_BYTES, max_depth=MAX_DEPTH)
+        if not isinstance(value, dict):
+            raise BodyNotAcceptable(
+                "invalid_json", "not_an_object", f"the body must be an object, not {_kind(value)}"
+            )
+        # Strict JSON has no raw control characters, so a NUL can only arrive escaped.
+        if _ESCAPED_NUL in request.body:
+            path = _path_of_nul(value)
+            if path is not None:
+                raise BodyNotAcceptable(
+                    "validation_error", "nul_character", "strings must not contain NUL", path
+                )
+        return value
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
+
+
+def _path_of_nul(value: Any) -> str | None:
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in key:
+                    return path
+                stack.append((child, f"{path}[{json.dumps(key[:40])}]"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+    return None

@@ -1,0 +1,131 @@
+"""Who is asking, in which tenant, with which roles: the pages' side of tenancy.
+
+Every page view is wrapped in `tenant_member(*roles)`. It resolves the request's tenant from
+the session (the tenant switcher sets it; a person in one tenant never sees a switcher), loads
+the person's memberships in one query, and answers 403 when the roles do not fit. Objects are
+then looked up through `scoped(..., request.tenant)`, so another tenant's id is simply a 404.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import wraps
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import Resolver404, resolve, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from control.models import Membership, Role, Tenant
+
+SESSION_TENANT_KEY = "countersign_tenant"
+READER_ROLES = frozenset(Role.values)
+INBOX_READER_ROLES = frozenset({Role.OPERATOR, Role.ADMIN, Role.AUDITOR})
+ADMIN_ROLES = frozenset({Role.ADMIN})
+
+
+@dataclass(frozen=True)
+class TenantChoice:
+    tenant: Tenant
+    roles: frozenset[str]
+
+
+def memberships_of(user) -> list[TenantChoice]:
+    """The tenants a person belongs to with their roles in each, by tenant name (one query)."""
+    by_tenant: dict[object, tuple[Tenant, set[str]]] = {}
+    rows = Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__name")
+    for membership in rows:
+        by_tenant.setdefault(membership.tenant_id, (membership.tenant, set()))[1].add(
+            membership.role
+        )
+    return [TenantChoice(tenant, frozenset(roles)) for tenant, roles in by_tenant.values()]
+
+
+def _chosen(request: HttpRequest, choices: list[TenantChoice]) -> TenantChoice:
+    wanted = request.session.get(SESSION_TENANT_KEY)
+    for choice in choices:
+        if str(choice.tenant.pk) == wanted:
+            return choice
+    return choices[0]
+
+
+def tenant_member(*roles: str):
+    """Page decorator: login, a tenant, and at least one of `roles` there (any role if none).
+
+    Sets request.tenant, request.roles (in that tenant) and request.tenant_choices."""
+    allowed = frozenset(roles) or READER_ROLES
+
+    def decorator(view):
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not request.user.is_authenticated:
+                if request.htmx:
+                    return HttpResponseClientRedirect(reverse("login"))
+                return redirect_to_login(request.get_full_path())
+            choices = memberships_of(request.user)
+            if not choices:
+                raise PermissionDenied("You are not a member of any tenant. Ask an admin.")
+            chosen = _chosen(request, choices)
+            request.tenant = chosen.tenant
+            request.roles = chosen.roles
+            request.tenant_choices = choices
+            if not chosen.roles & allowed:
+                needed = " or ".join(sorted(allowed))
+                raise PermissionDenied(f"This needs the {needed} role in {chosen.tenant.name}.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def can_decide(request: HttpRequest) -> bool:
+    return bool(getattr(request, "roles", frozenset()) & {Role.OPERATOR, Role.ADMIN})
+
+
+def is_admin(request: HttpRequest) -> bool:
+    return Role.ADMIN in getattr(request, "roles", frozenset())
+
+
+def safe_next(request: HttpRequest, fallback: str) -> str:
+    """The `next` the form carried when it is ours, else `fallback` (no open redirects)."""
+    candidate = request.POST.get("next") or request.GET.get("next") or ""
+    if candidate and url_has_allowed_host_and_scheme(
+        candidate, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return candidate
+    return fallback
+
+
+def _landing_after_switch(path: str) -> str:
+    """A page of one object belongs to the old tenant; land on its list instead."""
+    try:
+        match = resolve(path.split("?", 1)[0])
+    except Resolver404:
+        return reverse("inbox")
+    if not match.kwargs:
+        return path
+    return reverse("run_list") if (match.url_name or "").startswith("run") else reverse("inbox")
+
+
+@require_POST
+@tenant_member()
+def tenant_switch(request: HttpRequest) -> HttpResponse:
+    """Makes another of the person's tenants the current one; unknown ids change nothing."""
+    wanted = request.POST.get("tenant", "")
+    if any(str(choice.tenant.pk) == wanted for choice in request.tenant_choices):
+        request.session[SESSION_TENANT_KEY] = wanted
+    return HttpResponseRedirect(_landing_after_switch(safe_next(request, reverse("inbox"))))
+
+
+def pretty_json(value) -> str:
+    """Readable JSON for people: indented, keys sorted, non-ASCII kept (templates escape it)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def compact_json(value) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

@@ -1,0 +1,194 @@
+"""Tell people that a write waits for them: by email, and by an optional signed JSON webhook.
+
+Three moments: an approval was requested, it is about to expire, it expired. The services
+write an OutboxMessage with `job=NOTIFY_JOB` and `payload={"action": <pk>, "kind": <kind>}`
+in the transaction that makes the moment true; the relay hands it to RQ, and
+`approval_notify` (a thin job taking ids) re-reads the action and sends. A moment that is no
+longer true when the job runs (a request already decided) sends nothing.
+
+Delivery is at least once: a job retried after a crash may send twice. Receivers of the
+webhook dedupe by the `id` field (`<kind>:<action pk>`: each moment happens once per action).
+
+Settings (all optional; read at each call):
+- COUNTERSIGN_BASE_URL: where links in messages point (default http://localhost:8000).
+- COUNTERSIGN_NOTIFY_FROM: the sender address (default DEFAULT_FROM_EMAIL).
+- COUNTERSIGN_NOTIFY_WEBHOOK_URL and COUNTERSIGN_NOTIFY_WEBHOOK_SECRET: when both are set,
+  each notification is also POSTed there as JSON, signed with HMAC-SHA256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import time
+import uuid
+
+import requests
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.urls import reverse
+
+from control.canonical import canonical_json
+from control.tenancy import APPROVER_ROLES
+from runs.models import Action
+
+logger = logging.getLogger(__name__)
+
+NOTIFY_JOB = "runs.notifications.approval_notify"
+REQUESTED = "requested"
+EXPIRING = "expiring"
+EXPIRED = "expired"
+KINDS = (REQUESTED, EXPIRING, EXPIRED)
+SIGNATURE_HEADER = "X-Countersign-Signature"
+TIMESTAMP_HEADER = "X-Countersign-Timestamp"
+WEBHOOK_TIMEOUT = (3.05, 10.0)
+
+# The status an action must still have for the moment to be worth telling.
+STILL_TRUE = {
+    REQUESTED: Action.Status.WAITING_APPROVAL,
+    EXPIRING: Action.Status.WAITING_APPROVAL,
+    EXPIRED: Action.Status.EXPIRED,
+}
+SUBJECTS = {
+    REQUESTED: "Approval requested: {tool} {target}",
+    EXPIRING: "Approval expires soon: {tool} {target}",
+    EXPIRED: "Approval expired, never approved: {tool} {target}",
+}
+
+
+class WebhookError(Exception):
+    """The webhook did not answer 2xx; the job fails so RQ keeps it for a retry."""
+
+
+def approval_notify(run_id: str | None = None, *, action: str, kind: str) -> int:
+    """The RQ job: sends one notification about one action; returns how many channels sent."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown notification kind {kind!r}")
+    row = (
+        Action.objects.select_related("run", "tenant", "observation")
+        .filter(pk=action, status=STILL_TRUE[kind])
+        .first()
+    )
+    if row is None:
+        return 0
+    payload = notification_payload(row, kind=kind)
+    sent = 0
+    recipients = approver_emails(row.tenant)
+    if recipients:
+        send_mail(
+            SUBJECTS[kind].format(tool=row.tool, target=row.target),
+            notification_text(payload),
+            getattr(settings, "COUNTERSIGN_NOTIFY_FROM", "") or settings.DEFAULT_FROM_EMAIL,
+            recipients,
+        )
+        sent += 1
+    url = getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_URL", "")
+    secret = getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", "")
+    if url and secret:
+        webhook_send(url=url, secret=secret, payload=payload)
+        sent += 1
+    return sent
+
+
+def approver_emails(tenant) -> list[str]:
+    """Everyone who may decide in the tenant and has an address, once each, sorted."""
+    users = get_user_model().objects.filter(
+        memberships__tenant=tenant, memberships__role__in=APPROVER_ROLES, is_active=True
+    )
+    return sorted(set(users.exclude(email="").values_list("email", flat=True)))
+
+
+def notification_payload(action: Action, *, kind: str) -> dict:
+    base = getattr(settings, "COUNTERSIGN_BASE_URL", "http://localhost:8000").rstrip("/")
+    observation = action.observation
+    return {
+        "id": f"{kind}:{action.pk}",
+        "kind": kind,
+        "tenant": action.tenant.name,
+        "run": {"id": str(action.run_id), "goal": action.run.goal},
+        "action": {
+            "id": str(action.pk),
+            "action_id": action.action_id,
+            "tool": action.tool,
+            "target": action.target,
+            "args": action.args,
+            "intent_digest": action.intent_digest,
+            "state_version": action.base_version,
+            "proposed_by": action.proposed_by,
+            "status": action.status,
+            "expires_at": action.expires_at.isoformat() if action.expires_at else None,
+        },
+        "observation": {
+            "source": observation.source,
+            "summary": observation.summary,
+            "content_hash": observation.content_hash,
+        }
+        if observation
+        else None,
+        "links": {
+            "inbox": f"{base}{reverse('inbox')}?run={action.run_id}",
+            "run": f"{base}{reverse('run_detail', args=[action.run_id])}",
+        },
+    }
+
+
+def notification_text(payload: dict) -> str:
+    action = payload["action"]
+    lines = [
+        {
+            REQUESTED: "An agent asks to make this write and waits for your decision.",
+            EXPIRING: "This request expires soon. Unanswered, it will never run.",
+            EXPIRED: "This request expired without approval. It will not run; you may ask again.",
+        }[payload["kind"]],
+        "",
+        f"Tool:     {action['tool']}",
+        f"Target:   {action['target']}",
+        f"Proposer: {action['proposed_by']}",
+        f"Digest:   {action['intent_digest']} (state version {action['state_version']})",
+        f"Expires:  {action['expires_at']}",
+        f"Run goal: {payload['run']['goal']}",
+    ]
+    if payload["observation"]:
+        lines.append(f"Because:  {payload['observation']['summary']}")
+    lines += ["", f"Decide in the inbox: {payload['links']['inbox']}"]
+    return "\n".join(lines) + "\n"
+
+
+def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
+    """HMAC-SHA256 over `timestamp.body`: the timestamp is signed so a replay can be refused."""
+    signed = timestamp.encode() + b"." + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def webhook_verify(
+    *, secret: str, timestamp: str, body: bytes, signature: str, tolerance: int = 300
+) -> bool:
+    """What a receiver does (and what our tests do): constant-time compare, bounded age."""
+    try:
+        age = abs(time.time() - int(timestamp))
+    except ValueError:
+        return False
+    expected = webhook_signature(secret=secret, timestamp=timestamp, body=body)
+    return age <= tolerance and hmac.compare_digest(expected, signature)
+
+
+def webhook_send(*, url: str, secret: str, payload: dict) -> None:
+    body = canonical_json(payload)
+    timestamp = str(int(time.time()))
+    response = requests.post(
+        url,
+        data=body,
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "Countersign-Notifier/1",
+            "X-Countersign-Delivery": str(uuid.uuid4()),
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: webhook_signature(secret=secret, timestamp=timestamp, body=body),
+        },
+        timeout=WEBHOOK_TIMEOUT,
+        allow_redirects=False,
+    )
+    if not 200 <= response.status_code < 300:
+        raise WebhookError(f"webhook answered {response.status_code}")

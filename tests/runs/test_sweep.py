@@ -1,0 +1,76 @@
+"""The sweep re-drives work from PostgreSQL; two sweepers at once are safe."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import django_rq
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from runs.models import Action, OutboxMessage, ToolPolicy
+from runs.sweep import sweep_once
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
+
+
+@pytest.fixture
+def queue():
+    queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+    queue.connection.flushdb()
+    yield queue
+    queue.connection.flushdb()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outbox_message_the_commit_hook_never_relayed_is_relayed_by_the_sweep(queue):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    message = OutboxMessage.objects.get(action=action)
+    # The relay ran after commit; play a lost hand-off (Redis down then, or a crash).
+    OutboxMessage.objects.filter(pk=message.pk).update(delivered_at=None)
+    queue.connection.flushdb()
+    report = sweep_once()
+    message.refresh_from_db()
+    assert report.relayed == 1
+    assert message.delivered_at is not None
+    assert f"outbox-{message.pk}" in queue.job_ids
+    assert sweep_once().relayed == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_queues_a_drain_when_actions_are_due_and_not_twice(queue):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    first, second = sweep_once(), sweep_once()
+    assert first.drains_enqueued == 2
+    assert second.drains_enqueued == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_sweepers_at_once_expire_each_request_exactly_once(queue):
+    tenant = make_tenant()
+    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    actions = [make_action(make_run(tenant), target=f"ticket-{n}") for n in range(1, 7)]
+    time.sleep(1.1)
+    reports = []
+
+    def sweep():
+        try:
+            reports.append(sweep_once())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(report.expired for report in reports) == len(actions)
+    statuses = set(Action.objects.values_list("status", flat=True))
+    assert statuses == {"expired"}
+    for action in actions:
+        assert action.run.events.filter(type="action.expired").count() == 1
