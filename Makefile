@@ -20,6 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-services
+	scripts/ensure-browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	scripts/check-compose

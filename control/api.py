@@ -1,7 +1,111 @@
-"""The agent API under /api/v1: composed here from each app's router."""
+"""The agent API under /api/v1: composed here from each app's router.
+
+Composition root: this module may import every app. It fixes what holds for all endpoints:
+bearer-token auth scoped to one tenant, the strict JSON parser for every body, problem+json
+for every error, Idempotency-Key on every POST, and the OpenAPI 3.1 document at
+/api/v1/openapi.json that says so.
+"""
 
 from __future__ import annotations
 
-from ninja import NinjaAPI
+import copy
+from datetime import datetime
+from typing import Any
 
-api = NinjaAPI(title="Countersign API", version="1", urls_namespace="api")
+from ninja import NinjaAPI
+from ninja.renderers import JSONRenderer
+from ninja.responses import NinjaJSONEncoder
+
+from control.api_auth import TokenAuth
+from control.api_idempotency import HEADER as IDEMPOTENCY_HEADER
+from control.api_idempotency import KEY_TTL
+from control.api_parsing import MAX_BODY_BYTES, MAX_DEPTH, StrictParser
+from control.api_problems import (
+    PROBLEM_CONTENT_TYPE,
+    PROBLEM_TYPES,
+    domain_error_handler,
+    install_problem_handlers,
+)
+from control.exceptions import ControlError
+from runs.api import router as runs_router
+from runs.exceptions import RunsError
+
+DESCRIPTION = f"""\
+Countersign's agent API. Authenticate with `Authorization: Bearer <token>` (a tenant's token
+from `manage.py createapitoken`); objects of other tenants answer 404.
+
+**Errors** are `application/problem+json` (RFC 9457) with a stable `type`
+(`urn:countersign:problem:<code>`) and the same `code`:
+{chr(10).join(f"- `{p.code}` ({p.status}): {p.title}" for p in PROBLEM_TYPES.values())}
+
+Bodies must be JSON objects without unknown fields, at most {MAX_BODY_BYTES} bytes and
+{MAX_DEPTH} levels deep; duplicate keys, NaN/Infinity, overflowing numbers, lone surrogates
+and trailing data are refused with 400 `invalid_json` naming the `rule` and `path`, and
+nothing is written. Well-formed bodies that mean something invalid are 422.
+
+**Idempotency-Key** (IETF httpapi draft) is accepted on every POST: the first response is
+stored and replayed (`Idempotent-Replayed: true`) for the same key and body; the same key
+with another body is 422 `idempotency_key_reused`; the same key while the first request is
+in flight is 409 `idempotency_key_in_flight`. Keys are kept {KEY_TTL.total_seconds() / 3600:g}
+hours. 5xx answers are not stored.
+
+**Long-poll**: `GET /actions/{{id}}?wait=SECONDS` waits up to 30 s for a decision or outcome.
+"""
+
+
+class _Encoder(NinjaJSONEncoder):
+    def default(self, o: Any) -> Any:
+        # Django's encoder cuts datetimes to milliseconds; a deadline must read back as sent.
+        if isinstance(o, datetime):
+            return o.isoformat()
+        return super().default(o)
+
+
+class _Renderer(JSONRenderer):
+    encoder_class = _Encoder
+
+
+class CountersignAPI(NinjaAPI):
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        _document_conventions(schema)
+        return schema
+
+
+_IDEMPOTENCY_PARAMETER = {
+    "in": "header",
+    "name": IDEMPOTENCY_HEADER,
+    "required": False,
+    "description": "A fresh unique key per logical request, reused on its retries.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[!-~]+$"},
+}
+
+
+def _document_conventions(schema: dict[str, Any]) -> None:
+    """Error responses as problem+json; Idempotency-Key and 401 on what accepts them."""
+    for operations in schema.get("paths", {}).values():
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            if method == "post":
+                operation.setdefault("parameters", []).append(copy.deepcopy(_IDEMPOTENCY_PARAMETER))
+            for status, response in responses.items():
+                if int(status) < 400:
+                    continue
+                content = response.setdefault("content", {})
+                body = content.pop("application/json", {"schema": {}})
+                content[PROBLEM_CONTENT_TYPE] = body
+
+
+api = CountersignAPI(
+    title="Countersign API",
+    version="1",
+    description=DESCRIPTION,
+    urls_namespace="api",
+    auth=TokenAuth(),
+    parser=StrictParser(),
+    renderer=_Renderer(),
+)
+install_problem_handlers(api)
+api.add_exception_handler(RunsError, domain_error_handler)
+api.add_exception_handler(ControlError, domain_error_handler)
+api.add_router("", runs_router)

@@ -7,8 +7,9 @@
 - The same key with another body (or another endpoint) is 422 `idempotency_key_reused`.
 - The same key while the first request is still running is 409 `idempotency_key_in_flight`
   (with Retry-After): its transaction holds a row lock on the key, tested with NOWAIT.
-- A response of 500 or more is not stored: its effects were rolled back, so the key is freed
-  and a retry executes afresh. Every other response (2xx and 4xx) is stored.
+- Every answer of a request that ran is stored, 2xx and 4xx alike. Not stored, so the key is
+  freed and a retry runs afresh: a 5xx (its effects were rolled back), and a body refused
+  before anything ran (400 invalid_json, 422 validation_error): those write nothing at all.
 - Keys are kept KEY_TTL (24 hours) from first use; `purge_expired()` (called by the sweep)
   deletes older ones, and a key past its TTL that is not swept yet counts as unused.
 
@@ -34,9 +35,11 @@ from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
 from control.api_auth import request_token
-from control.api_problems import body_problem, problem_response
+from control.api_parsing import parse_request_body
+from control.api_problems import BodyNotAcceptable, body_problem, problem_response
 from control.canonical import content_hash
 from control.models import ApiIdempotencyKey, Tenant
+from control.strictjson import StrictJSONError
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -84,7 +87,9 @@ def idempotent_post(run: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
             )
         try:
             fingerprint = request_fingerprint(request)
-        except RequestDataTooBig as error:
+            if request.body:
+                parse_request_body(request)
+        except (RequestDataTooBig, StrictJSONError, BodyNotAcceptable) as error:
             return body_problem(error)
         return execute_once(tenant=token.tenant, key=key, fingerprint=fingerprint, handler=handler)
 
@@ -152,7 +157,7 @@ def _answer(record: ApiIdempotencyKey, fingerprint: str, handler: Handler) -> Ht
         response = handler()
         if response.status_code >= 500:
             transaction.set_rollback(True)
-    if response.status_code >= 500:
+    if not _stored(response):
         record.delete()
         return response
     ApiIdempotencyKey.objects.filter(pk=record.pk).update(
@@ -163,6 +168,16 @@ def _answer(record: ApiIdempotencyKey, fingerprint: str, handler: Handler) -> Ht
         completed_at=Now(),
     )
     return response
+
+
+# Refusals of a request that never ran: nothing happened that a retry must not repeat.
+_REFUSED_BEFORE_RUNNING = frozenset({"invalid_json", "validation_error"})
+
+
+def _stored(response: HttpResponse) -> bool:
+    if response.status_code >= 500:
+        return False
+    return getattr(response, "problem_code", None) not in _REFUSED_BEFORE_RUNNING
 
 
 def _restart(record: ApiIdempotencyKey, fingerprint: str) -> None:

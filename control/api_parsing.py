@@ -22,21 +22,36 @@ MAX_DEPTH = 32
 _ESCAPED_NUL = b"\\u0000"
 
 
+_CACHE_ATTRIBUTE = "_countersign_parsed_body"
+
+
+def parse_request_body(request: HttpRequest) -> dict[str, Any]:
+    """The request's body as a strictly parsed object; parsed once per request.
+
+    Raises StrictJSONError, BodyNotAcceptable or (from Django) RequestDataTooBig.
+    """
+    cached = getattr(request, _CACHE_ATTRIBUTE, None)
+    if cached is not None:
+        return cached
+    value = parse_strict(request.body, max_bytes=MAX_BODY_BYTES, max_depth=MAX_DEPTH)
+    if not isinstance(value, dict):
+        raise BodyNotAcceptable(
+            "invalid_json", "not_an_object", f"the body must be an object, not {_kind(value)}"
+        )
+    # Strict JSON has no raw control characters, so a NUL can only arrive escaped.
+    if _ESCAPED_NUL in request.body:
+        path = _path_of_nul(value)
+        if path is not None:
+            raise BodyNotAcceptable(
+                "validation_error", "nul_character", "strings must not contain NUL", path
+            )
+    setattr(request, _CACHE_ATTRIBUTE, value)
+    return value
+
+
 class StrictParser(Parser):
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
-        value = parse_strict(request.body, max_bytes=MAX_BODY_BYTES, max_depth=MAX_DEPTH)
-        if not isinstance(value, dict):
-            raise BodyNotAcceptable(
-                "invalid_json", "not_an_object", f"the body must be an object, not {_kind(value)}"
-            )
-        # Strict JSON has no raw control characters, so a NUL can only arrive escaped.
-        if _ESCAPED_NUL in request.body:
-            path = _path_of_nul(value)
-            if path is not None:
-                raise BodyNotAcceptable(
-                    "validation_error", "nul_character", "strings must not contain NUL", path
-                )
-        return value
+        return parse_request_body(request)
 
 
 def _kind(value: Any) -> str:

@@ -102,11 +102,13 @@ def problem_response(code: str, detail: str, **extensions: Any) -> HttpResponse:
         "code": problem.code,
         **extensions,
     }
-    return HttpResponse(
+    response = HttpResponse(
         json.dumps(body, cls=DjangoJSONEncoder, ensure_ascii=False),
         status=problem.status,
         content_type=PROBLEM_CONTENT_TYPE,
     )
+    response.problem_code = problem.code  # read by control.api_idempotency
+    return response
 
 
 def problems(*statuses: int) -> dict[int, type[Problem]]:
@@ -180,6 +182,10 @@ def _on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return problem_response(code.get(exc.status_code, "internal_error"), str(exc))
 
 
+def _on_body_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return body_problem(exc)
+
+
 def _on_not_found(request: HttpRequest, exc: Exception) -> HttpResponse:
     return problem_response("not_found", str(exc) or "not found")
 
@@ -212,6 +218,7 @@ def install_problem_handlers(api: NinjaAPI) -> None:
     """Every error the API can raise answers as problem+json, never HTML or a traceback."""
     api.add_exception_handler(Exception, _on_unexpected)
     api.add_exception_handler(Http404, _on_not_found)
+    api.add_exception_handler(RequestDataTooBig, _on_body_too_big)
     api.add_exception_handler(HttpError, _on_http_error)
     api.add_exception_handler(AuthenticationError, _on_authentication_error)
     api.add_exception_handler(ValidationError, _on_validation_error)

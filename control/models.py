@@ -144,3 +144,27 @@ class ApiIdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"idempotency key {self.key!r} ({self.state})"
+
+
+class LoginFailure(models.Model):
+    """One failed login, by the username tried (case-folded) and the client's address.
+
+    The failure that reaches a limit also records until when it locks that username or that
+    address (control.auth). Rows older than the window and the lock are purged on each write.
+    """
+
+    username = models.CharField(max_length=150)
+    address = models.CharField(max_length=45, blank=True)
+    created_at = models.DateTimeField()
+    locks_username_until = models.DateTimeField(null=True, blank=True)
+    locks_address_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["username", "created_at"], name="login_failure_username"),
+            models.Index(fields=["address", "created_at"], name="login_failure_address"),
+            models.Index(fields=["created_at"], name="login_failure_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"failed login as {self.username!r} from {self.address or 'unknown'}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from control.env import (
     env_bool,
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -48,6 +50,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees the PermissionDenied of every view (and of its decorators).
+    "control.auth.AuditDeniedMiddleware",
 ]
 
 ROOT_URLCONF = "control.urls"
@@ -84,6 +88,51 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/inbox/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# --- Security: authentication, sessions, cookies, headers (see SECURITY.md) ---------------
+# settings_production.py adds what needs HTTPS: secure cookies, HSTS, the SSL redirect.
+
+# Every authenticate() refuses while the username or the address is locked (control.auth).
+AUTHENTICATION_BACKENDS = ["control.auth.ThrottledModelBackend"]
+COUNTERSIGN_LOGIN_MAX_FAILURES = env_int("COUNTERSIGN_LOGIN_MAX_FAILURES", 5, minimum=1)
+# Higher than per username: many people may share one address behind a NAT.
+COUNTERSIGN_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
+    "COUNTERSIGN_LOGIN_MAX_FAILURES_PER_ADDRESS", 20, minimum=1
+)
+COUNTERSIGN_LOGIN_WINDOW_SECONDS = env_int("COUNTERSIGN_LOGIN_WINDOW_SECONDS", 15 * 60, minimum=1)
+COUNTERSIGN_LOGIN_LOCK_SECONDS = env_int("COUNTERSIGN_LOGIN_LOCK_SECONDS", 15 * 60, minimum=1)
+# How many reverse proxies in front of Countersign append to X-Forwarded-For; 0 trusts none
+# and uses REMOTE_ADDR. Too high lets a client pick the address its failures count against.
+COUNTERSIGN_TRUSTED_PROXY_COUNT = env_int("COUNTERSIGN_TRUSTED_PROXY_COUNT", 0)
+
+# A session grants approvals: it ends after a working day, and logout deletes it server-side.
+SESSION_COOKIE_AGE = env_int("COUNTERSIGN_SESSION_SECONDS", 12 * 3600, minimum=60)
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+# Pages send the token from the form or `hx-headers`; no script needs to read the cookie.
+CSRF_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+CSRF_FAILURE_VIEW = "control.auth.csrf_failure"
+
+# Scripts and styles only from our own static files: no inline script, no inline style, no
+# eval (htmx's hx-on and its injected indicator styles are off), and nobody may frame us.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

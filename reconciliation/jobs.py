@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from reconciliation.services import open_missing_cases
+from reconciliation.services import open_missing_cases, probe_due_cases
 
 
 def open_cases(run_id: str | None = None) -> int:
-    return open_missing_cases(run_id=run_id)
+    """Opens the cases of a run's uncertain actions and runs their first probes at once."""
+    opened = open_missing_cases(run_id=run_id)
+    probe_due_cases()
+    return opened

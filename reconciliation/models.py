@@ -14,7 +14,9 @@ from runs.models import Action, Run
 
 class ReconciliationCase(models.Model):
     class Status(models.TextChoices):
-        OPEN = "open"
+        PROBING = "probing"  # Countersign still queries by key and reads the target
+        OPEN = "open"  # nothing could be proven: a person decides
+        AWAITING_SECOND = "awaiting_second"  # four eyes: one reconciler proposed a resolution
         RESOLVED = "resolved"
 
     class Resolution(models.TextChoices):
@@ -30,9 +32,20 @@ class ReconciliationCase(models.Model):
     reason = models.CharField(max_length=64)
     detail = models.TextField(blank=True)
     findings = models.JSONField(default=list, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROBING)
+    probes = models.PositiveSmallIntegerField(default=0)
+    next_probe_at = models.DateTimeField(null=True, blank=True)
     resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True)
     resolution_note = models.TextField(blank=True)
+    evidence = models.JSONField(null=True, blank=True)
+    resend_confirmed = models.BooleanField(default=False)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     resolved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
     )
@@ -42,15 +55,23 @@ class ReconciliationCase(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["action"], condition=Q(status="open"), name="case_one_open_per_action"
+                fields=["action"],
+                condition=~Q(status="resolved"),
+                name="case_one_unresolved_per_action",
             ),
             models.CheckConstraint(
-                condition=Q(status="open") | ~Q(resolution=""), name="case_resolved_has_resolution"
+                condition=~Q(status="resolved") | ~Q(resolution=""),
+                name="case_resolved_has_resolution",
             ),
         ]
         indexes = [
             models.Index(
-                fields=["tenant", "opened_at"], condition=Q(status="open"), name="case_open_queue"
+                fields=["tenant", "opened_at"],
+                condition=Q(status__in=["open", "awaiting_second"]),
+                name="case_human_queue",
+            ),
+            models.Index(
+                fields=["next_probe_at"], condition=Q(status="probing"), name="case_probe_queue"
             ),
         ]
 

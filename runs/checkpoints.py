@@ -173,15 +173,16 @@ def sign_state(state: dict) -> tuple[str, str]:
 
 
 def checkpoint_write(run: Run) -> Checkpoint:
-    """Signs the run's current state; call inside the transaction that changed it."""
+    """Signs the run's current state; call inside the transaction that changed it. A service
+    that calls another service may reach the same version twice in one transaction: the
+    later, fuller state replaces the earlier one before anything is committed."""
     key_id, body = sign_state(build_state(run))
-    return Checkpoint.objects.create(
+    checkpoint, _ = Checkpoint.objects.update_or_create(
         run=run,
         state_version=run.state_version,
-        schema_version=SCHEMA_VERSION,
-        key_id=key_id,
-        body=body,
+        defaults={"schema_version": SCHEMA_VERSION, "key_id": key_id, "body": body},
     )
+    return checkpoint
 
 
 def _parse(text: str | bytes) -> dict:

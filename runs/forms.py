@@ -136,7 +136,9 @@ class InboxFilterForm(forms.Form):
         self.fields["proposer"].choices = [("", "Anyone"), *[(p, p) for p in known]]
 
     def value(self, name: str) -> str:
-        return self.cleaned_data.get(name, "") if self.is_valid() else ""
+        """A filter's clean value; an invalid one (unknown tool, say) filters nothing."""
+        self.is_valid()
+        return self.cleaned_data.get(name) or ""
 
 
 class RunFilterForm(forms.Form):
@@ -151,7 +153,9 @@ class RunFilterForm(forms.Form):
         self.fields["tool"].choices = [("", "Any tool"), *[(t, t) for t in tool_names()]]
 
     def value(self, name: str) -> str:
-        return self.cleaned_data.get(name, "") if self.is_valid() else ""
+        """A filter's clean value; an invalid one (unknown tool, say) filters nothing."""
+        self.is_valid()
+        return self.cleaned_data.get(name) or ""
 
 
 class EditArgumentsForm(BindingForm):

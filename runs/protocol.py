@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from control.clock import db_now
+from runs import saga
 from runs.checkpoints import checkpoint_write
 from runs.events import LeaseToken, append_event
 from runs.exceptions import GrantMismatch
@@ -23,6 +24,7 @@ from runs.services import (
     grant_check,
     outbox_write,
     run_stop,
+    without,
 )
 from runs.tools.base import ToolReceipt
 
@@ -101,7 +103,10 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
         action=action,
         lease=lease,
         payload={"rule": error.rule, "detail": str(error)},
-        changes={"phase": _phase_after_action(run), "pending_work": []},
+        changes={
+            "phase": _phase_after_action(run),
+            "pending_work": without(run.pending_work, action.action_id),
+        },
     )
     checkpoint_write(run)
 
@@ -110,7 +115,7 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
 def receipt_record(
     *,
     action_pk,
-    lease: LeaseToken,
+    lease: LeaseToken | None,
     receipt: ToolReceipt,
     source: str,
     worker: str,
@@ -161,10 +166,11 @@ def receipt_record(
         },
         changes={
             "phase": _phase_after_action(run),
-            "pending_work": [],
+            "pending_work": without(run.pending_work, action.action_id),
             "completed_work": [*run.completed_work, action.action_id],
         },
     )
+    saga.step_succeeded(run, action=action, actor=worker)
     checkpoint_write(run)
 
 
@@ -218,20 +224,7 @@ def attempt_failed(
             last_error=detail[:2000],
         )
         reason = f"{action.action_id} ({action.tool}) failed: {error_class}: {detail}"[:2000]
-        stopped = run.phase in TERMINAL_PHASES
-        append_event(
-            run,
-            type="action.failed",
-            actor=worker,
-            action=action,
-            lease=lease,
-            payload={"attempt": attempt.number, "error_class": error_class},
-            changes={
-                "phase": run.phase if stopped else Phase.FAILED,
-                "stop_reason": run.stop_reason if stopped else reason,
-                "pending_work": [],
-            },
-        )
+        saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
     checkpoint_write(run)
 
 
@@ -259,16 +252,23 @@ def attempt_unknown(
 
 
 @transaction.atomic
-def action_retry_same_key(*, action_pk, lease: LeaseToken, finding: str, worker: str) -> None:
-    """A query proved the earlier send had no effect and the tool dedupes by key: the same
-    intent goes again under the same key."""
+def action_retry_same_key(
+    *, action_pk, lease: LeaseToken | None, finding: str, worker: str
+) -> None:
+    """The same intent goes again under the same key: a query proved the earlier send had no
+    effect and the tool dedupes by key, or a reconciler resolved a case as not applied.
+    Without a lease this is a person's resolution of an uncertain action."""
     action, run = _load(action_pk)
     Attempt.objects.filter(
         action=action, status__in=[Attempt.Status.SENDING, Attempt.Status.UNCERTAIN]
     ).update(status=Attempt.Status.SETTLED_BY_QUERY, error=finding, finished_at=timezone.now())
     action_set_status(
-        action, expected={Status.IN_FLIGHT}, status=Status.RETRY_WAIT, next_attempt_at=db_now()
+        action,
+        expected={Status.IN_FLIGHT, Status.UNCERTAIN},
+        status=Status.RETRY_WAIT,
+        next_attempt_at=db_now(),
     )
+    resumed = run.phase == Phase.WAITING_RECONCILIATION
     append_event(
         run,
         type="action.requeued",
@@ -276,6 +276,7 @@ def action_retry_same_key(*, action_pk, lease: LeaseToken, finding: str, worker:
         action=action,
         lease=lease,
         payload={"finding": finding},
+        changes={"phase": Phase.EXECUTING} if resumed else {},
     )
     outbox_write(run, job=EXECUTE_JOB, action=action)
     checkpoint_write(run)
@@ -312,4 +313,26 @@ def action_uncertain(
         changes={"phase": run.phase if stopped else Phase.WAITING_RECONCILIATION},
     )
     outbox_write(run, job=OPEN_CASE_JOB, action=action)
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def action_abandon(*, action_pk, reason: str, actor: str) -> None:
+    """A person gives up on an uncertain action: it fails, and the run stops (or, in a saga,
+    compensates its completed steps) with the reason."""
+    action, run = _load(action_pk)
+    action_set_status(
+        action,
+        expected={Status.UNCERTAIN},
+        status=Status.FAILED,
+        error_class="abandoned",
+        last_error=reason[:2000],
+    )
+    saga.step_failed(
+        run,
+        action=action,
+        reason=f"{action.action_id} ({action.tool}) abandoned: {reason}"[:2000],
+        actor=actor,
+        lease=None,
+    )
     checkpoint_write(run)

@@ -94,6 +94,11 @@ def action_set_status(action: Action, *, expected: set[str], status: str, **fiel
         setattr(action, name, value)
 
 
+def without(work: list[str], action_id: str) -> list[str]:
+    """The run's pending work once `action_id` is no longer pending."""
+    return [item for item in work if item != action_id]
+
+
 def _require_phase(run: Run, phases: set[str], doing: str) -> None:
     if run.phase not in phases:
         raise InvalidTransition(f"cannot {doing}: run is {run.phase}")
@@ -390,7 +395,7 @@ def _action_freeze(
         },
         changes={
             "phase": Phase.WAITING_APPROVAL if policy.needs_approval else Phase.EXECUTING,
-            "pending_work": [action_id],
+            "pending_work": [action_id, *without(run.pending_work, action_id)],
         },
     )
     if not policy.needs_approval:
@@ -463,7 +468,10 @@ def approval_decide(
             actor=actor,
             action=action,
             payload={"reason": reason},
-            changes={"phase": Phase.RUNNING, "pending_work": []},
+            changes={
+                "phase": Phase.RUNNING,
+                "pending_work": without(run.pending_work, action.action_id),
+            },
         )
     elif len(grants) + 1 >= action.required_approvals:
         action_set_status(
@@ -633,7 +641,10 @@ def approval_expire(*, action: Action) -> bool:
         type="action.expired",
         actor="countersign",
         action=action,
-        changes={"phase": Phase.RUNNING, "pending_work": []},
+        changes={
+            "phase": Phase.RUNNING,
+            "pending_work": without(run.pending_work, action.action_id),
+        },
     )
     checkpoint_write(run)
     return True

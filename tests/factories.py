@@ -59,8 +59,8 @@ def make_action(
     observation: Observation | None = None,
     **fields,
 ) -> Action:
-    observation = observation or make_observation(run)
     run.refresh_from_db()
+    observation = observation or make_observation(run)
     action, _ = action_propose(
         run=run,
         action_id=action_id,

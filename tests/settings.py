@@ -28,5 +28,8 @@ SANDBOX_FAULTS = True
 
 for _alias, _name in (("default", "countersign"), ("sandbox", "countersign_sandbox")):
     DATABASES[_alias]["TEST"] = {"NAME": f"test_{_name}_{_suffix}"}  # noqa: F405
+    # live_server answers from many threads: each closes its connection after the request
+    # instead of keeping it, or a parallel test exhausts PostgreSQL's connection slots.
+    DATABASES[_alias]["CONN_MAX_AGE"] = 0  # noqa: F405
 # The sandbox stands alone: a test that asks only for it must not pull "default" in.
 DATABASES["sandbox"]["TEST"]["DEPENDENCIES"] = []  # noqa: F405

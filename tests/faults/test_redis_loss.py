@@ -10,7 +10,7 @@ from django.db import connection
 from runs.models import Action
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.faults.conftest import wait_until
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 

@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 from runs.models import Action, RunEvent
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.faults.conftest import wait_until
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 

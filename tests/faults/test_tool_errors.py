@@ -9,7 +9,7 @@ from django.core.management import call_command
 from runs.models import Action, ToolPolicy
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.faults.conftest import wait_until
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 

@@ -9,7 +9,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from reconciliation.services import open_missing_cases
+from reconciliation.services import open_missing_cases, probe_due_cases
 from runs.sweep import sweep_once
 
 
@@ -33,10 +33,12 @@ class Command(BaseCommand):
             close_old_connections()
             report = sweep_once()
             cases = open_missing_cases()
+            probed = probe_due_cases()
             if options["verbosity"] > 1 or (options["verbosity"] and not loop):
                 self.stdout.write(
                     f"relayed {report.relayed}, expired {report.expired}, stopped "
-                    f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}"
+                    f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}, "
+                    f"probes {probed}"
                 )
             for error in report.errors:
                 self.stderr.write(error)

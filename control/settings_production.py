@@ -1,0 +1,54 @@
+"""Settings for a reachable server: control/settings.py plus everything that needs HTTPS.
+
+Use with DJANGO_SETTINGS_MODULE=control.settings_production. It refuses to load with debug on,
+a weak secret key, no explicit DJANGO_ALLOWED_HOSTS, or a weak or demo checkpoint key, so a
+misconfigured deployment does not start rather than start insecure. `manage.py check --deploy`
+reports nothing with it (tests/security/test_production_settings.py runs that).
+
+Behind a reverse proxy that terminates TLS, set COUNTERSIGN_BEHIND_TLS_PROXY=1 (the proxy
+must set X-Forwarded-Proto and strip it from clients) and COUNTERSIGN_TRUSTED_PROXY_COUNT.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+from control.env import env_bool, env_int
+from control.settings import *  # noqa: F403
+from control.settings import COUNTERSIGN_CHECKPOINT_KEYS, DEBUG, SECRET_KEY
+
+if DEBUG:
+    raise ImproperlyConfigured("control.settings_production refuses DJANGO_DEBUG=1")
+# The same bar as Django's security.W009: long and not made of a few repeated characters.
+if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure-"):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be 50+ random characters; make one with "
+        'python3 -c "import secrets; print(secrets.token_urlsafe(50))"'
+    )
+if not os.environ.get("DJANGO_ALLOWED_HOSTS", "").strip():
+    raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must name the hosts this server answers to")
+for _kid, _secret in COUNTERSIGN_CHECKPOINT_KEYS.items():
+    if len(_secret) < 32 or b"insecure" in _secret:
+        raise ImproperlyConfigured(
+            f"COUNTERSIGN_CHECKPOINT_KEYS: key {_kid!r} needs a random secret of 32+ characters "
+            "(manage.py checkpoint_keys add --id NEW makes one)"
+        )
+
+# HTTPS only: redirect plain HTTP, and tell browsers never to try it again.
+SECURE_SSL_REDIRECT = True
+# Load balancers and orchestrators probe health over plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("COUNTERSIGN_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("COUNTERSIGN_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("COUNTERSIGN_HSTS_PRELOAD", default=True)
+if env_bool("COUNTERSIGN_BEHIND_TLS_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Cookies travel only over HTTPS; the __Host- prefix also forbids a Domain attribute, so a
+# sibling subdomain cannot plant or overwrite them.
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SESSION_COOKIE_NAME = "__Host-sessionid"
+CSRF_COOKIE_NAME = "__Host-csrftoken"

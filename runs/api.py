@@ -1,0 +1,414 @@
+"""The agent's JSON API for runs, observations and actions (mounted by control.api).
+
+Every endpoint reads through the token's tenant (another tenant's objects are 404) and
+changes state only through runs.services. POSTs run under control.api_idempotency.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any
+
+from django.db import IntegrityError
+from django.http import HttpRequest, HttpResponse
+from ninja import Field, Query, Router, Status
+from ninja.decorators import decorate_view
+
+from control.api_auth import actor_of
+from control.api_idempotency import idempotent_post
+from control.api_problems import problems
+from control.canonical import canonical_json
+from control.tenancy import scoped
+from runs import schemas
+from runs.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
+from runs.models import Action, Observation, Run, ToolPolicy
+from runs.selectors import run_by_id
+from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
+from runs.tools.registry import all_tools
+
+router = Router(tags=["runs"])
+
+# An action in one of these is still heading for a decision or an outcome.
+PENDING_STATUSES = frozenset(
+    {
+        Action.Status.WAITING_APPROVAL,
+        Action.Status.APPROVED,
+        Action.Status.IN_FLIGHT,
+        Action.Status.RETRY_WAIT,
+    }
+)
+POLL_INTERVAL_SECONDS = 0.25
+CASE_PAGE = "/reconciliation/{case_id}/"
+
+
+def post(path: str, **options: Any):
+    """router.post under the API's POST rules: one transaction and Idempotency-Key."""
+
+    def register(view):
+        return router.post(path, **options)(decorate_view(idempotent_post)(view))
+
+    return register
+
+
+# Reads (selector-level: each owns its joins).
+
+
+def _run_or_404(request: HttpRequest, run_id: str) -> Run:
+    run = run_by_id(run_id, tenant=request.auth.tenant)
+    if run is None:
+        raise NotFound(f"no run {run_id} here")
+    return run
+
+
+def _action_or_404(request: HttpRequest, action_pk: str) -> Action:
+    try:
+        pk = uuid.UUID(action_pk)
+    except ValueError:
+        pk = None
+    action = (
+        scoped(Action.objects.all(), request.auth.tenant)
+        .select_related("receipt", "supersedes", "superseded_by")
+        .prefetch_related("approvals__approver")
+        .filter(pk=pk)
+        .first()
+        if pk
+        else None
+    )
+    if action is None:
+        raise NotFound(f"no action {action_pk} here")
+    return action
+
+
+def _latest_case(action: Action) -> dict | None:
+    # The reverse relation of reconciliation's cases: runs never imports reconciliation.
+    return action.cases.order_by("-opened_at").values("id", "status", "reason").first()
+
+
+# Response bodies.
+
+
+def run_body(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "goal": run.goal,
+        "phase": run.phase,
+        "state_version": run.state_version,
+        "last_event_seq": run.last_event_seq,
+        "plan": run.plan,
+        "completed_work": run.completed_work,
+        "pending_work": run.pending_work,
+        "budget": {"limit": run.budget_limit, "used": run.budget_used},
+        "deadline": run.deadline,
+        "versions": run.versions,
+        "next_eligible_at": run.next_eligible_at,
+        "retry_count": run.retry_count,
+        "stop_reason": run.stop_reason,
+        "evidence": run.evidence,
+        "created_by": run.created_by,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+
+
+def _decision(action: Action) -> dict[str, Any] | None:
+    if not action.needs_approval:
+        return {"outcome": "not_required", "reason": "", "decided_at": None, "approvals": []}
+    approvals = sorted(action.approvals.all(), key=lambda approval: approval.created_at)
+    shown = [
+        {
+            "decision": approval.decision,
+            "approver": approval.approver.get_username(),
+            "reason": approval.reason,
+            "created_at": approval.created_at,
+        }
+        for approval in approvals
+    ]
+    rejections = [approval for approval in approvals if approval.decision == "reject"]
+    if rejections:
+        return {
+            "outcome": "reject",
+            "reason": action.decision_reason or rejections[0].reason,
+            "decided_at": rejections[0].created_at,
+            "approvals": shown,
+        }
+    if approvals and action.status != Action.Status.WAITING_APPROVAL:
+        return {
+            "outcome": "approve",
+            "reason": approvals[-1].reason,
+            "decided_at": approvals[-1].created_at,
+            "approvals": shown,
+        }
+    return None
+
+
+def _receipt(action: Action) -> dict[str, Any] | None:
+    receipt = getattr(action, "receipt", None)
+    if receipt is None:
+        return None
+    return {
+        "receipt_id": receipt.receipt_id,
+        "status": receipt.status,
+        "target_version": receipt.target_version,
+        "idempotency_key": receipt.idempotency_key,
+        "intent_digest": receipt.intent_digest,
+        "raw_response_hash": receipt.raw_response_hash,
+        "source": receipt.source,
+        "created_at": receipt.created_at,
+    }
+
+
+def _reference(action: Action | None) -> dict[str, Any] | None:
+    return {"id": action.id, "action_id": action.action_id} if action else None
+
+
+def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
+    case = _latest_case(action)
+    return {
+        "id": action.id,
+        "run_id": action.run_id,
+        "action_id": action.action_id,
+        "tool": action.tool,
+        "target": action.target,
+        "args": action.args,
+        "contract_version": action.contract_version,
+        "idempotency_key": action.idempotency_key,
+        "intent_digest": action.intent_digest,
+        "observation_id": action.observation_id,
+        "status": action.status,
+        "needs_approval": action.needs_approval,
+        "required_approvals": action.required_approvals,
+        "expires_at": action.expires_at,
+        "attempt_count": action.attempt_count,
+        "next_attempt_at": action.next_attempt_at,
+        "error_class": action.error_class or None,
+        "last_error": action.last_error or None,
+        "decision": _decision(action),
+        "receipt": _receipt(action),
+        "reconciliation_case": {
+            **case,
+            "url": request.build_absolute_uri(CASE_PAGE.format(case_id=case["id"])),
+        }
+        if case
+        else None,
+        "supersedes": _reference(action.supersedes),
+        "superseded_by": _reference(getattr(action, "superseded_by", None)),
+        "created_at": action.created_at,
+        "updated_at": action.updated_at,
+    }
+
+
+def _canonical_or_refuse(name: str, value: dict | None) -> None:
+    """The checkpoint signs these as canonical JSON: refuse what has no canonical form."""
+    if value is None:
+        return
+    try:
+        canonical_json(value)
+    except ValueError as error:
+        raise InvalidArguments(f"{name}: {error}") from None
+
+
+# Endpoints.
+
+
+@post("/runs", response={201: schemas.RunOut, **problems(400, 401, 409, 422)})
+def create_run(request: HttpRequest, payload: schemas.RunIn):
+    """Start a run. `budget` limits its tool calls; `deadline` stops it when it passes."""
+    _canonical_or_refuse("plan", payload.plan)
+    _canonical_or_refuse("versions", payload.versions)
+    run = run_start(
+        tenant=request.auth.tenant,
+        goal=payload.goal,
+        created_by=actor_of(request.auth),
+        plan=payload.plan,
+        budget_limit=payload.budget,
+        deadline=payload.deadline,
+        versions=payload.versions,
+    )
+    run.refresh_from_db()
+    return Status(201, run_body(run))
+
+
+@router.get("/runs", response={200: schemas.RunPage, **problems(401, 422)})
+def list_runs(
+    request: HttpRequest,
+    limit: Annotated[int, Field(ge=1, le=100)] = 20,
+    offset: Annotated[int, Field(ge=0, le=1_000_000_000)] = 0,
+    phase: Run.Phase | None = None,
+):
+    """The tenant's runs, newest first, `limit` (at most 100) from `offset`."""
+    runs = scoped(Run.objects.all(), request.auth.tenant).order_by("-created_at", "-id")
+    if phase is not None:
+        runs = runs.filter(phase=phase)
+    count = runs.count()
+    page = list(runs[offset : offset + limit])
+    following = None
+    if offset + limit < count:
+        query = request.GET.copy()
+        query["offset"] = str(offset + limit)
+        query["limit"] = str(limit)
+        following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+    return {
+        "items": [run_body(run) for run in page],
+        "count": count,
+        "limit": limit,
+        "offset": offset,
+        "next": following,
+    }
+
+
+@router.get("/runs/{run_id}", response={200: schemas.RunOut, **problems(401, 404)})
+def get_run(request: HttpRequest, run_id: str):
+    return run_body(_run_or_404(request, run_id))
+
+
+@router.get("/tools", response={200: list[schemas.ToolOut], **problems(401)})
+def list_tools(request: HttpRequest):
+    """Every tool and contract version; needs_approval as this tenant's policy says."""
+    policies = dict(
+        ToolPolicy.objects.filter(tenant=request.auth.tenant).values_list("tool", "needs_approval")
+    )
+    tools = []
+    for tool in all_tools():
+        described = tool.describe()
+        described["needs_approval"] = policies.get(tool.name, described["needs_approval"])
+        tools.append(described)
+    return tools
+
+
+@post(
+    "/runs/{run_id}/observations",
+    response={201: schemas.ObservationOut, **problems(400, 401, 404, 409, 422)},
+)
+def record_observation(request: HttpRequest, run_id: str, payload: schemas.ObservationIn):
+    """Record what the agent saw; an action that needs approval must rest on one."""
+    observation = observation_record(
+        run=_run_or_404(request, run_id),
+        source=payload.source,
+        ref=payload.ref,
+        content_hash=payload.content_hash,
+        summary=payload.summary,
+        actor=actor_of(request.auth),
+    )
+    return Status(
+        201,
+        {
+            "id": observation.id,
+            "run_id": observation.run_id,
+            "source": observation.source,
+            "ref": observation.ref,
+            "content_hash": observation.content_hash,
+            "summary": observation.summary,
+            "created_at": observation.created_at,
+        },
+    )
+
+
+@post(
+    "/runs/{run_id}/actions",
+    response={
+        200: schemas.ActionOut,
+        201: schemas.ActionOut,
+        **problems(400, 401, 403, 404, 409, 422),
+    },
+)
+def propose_action(request: HttpRequest, run_id: str, payload: schemas.ActionIn):
+    """Freeze an intent: 201 when new; 200 with the same intent when this logical action
+    was already proposed with the same digest; 422 intent_conflict when with another."""
+    run = _run_or_404(request, run_id)
+    observation = None
+    if payload.observation_id is not None:
+        observation = Observation.objects.filter(
+            tenant=request.auth.tenant, run=run, pk=payload.observation_id
+        ).first()
+        if observation is None:
+            raise InvalidArguments(f"no observation {payload.observation_id} in this run")
+    action, created = _propose(request, run, payload, observation)
+    action = _action_or_404(request, str(action.pk))
+    return Status(201 if created else 200, action_body(request, action))
+
+
+def _propose(request, run: Run, payload: schemas.ActionIn, observation) -> tuple[Action, bool]:
+    for attempt in range(2):
+        try:
+            return action_propose(
+                run=run,
+                action_id=payload.action_id,
+                tool=payload.tool,
+                target=payload.target,
+                args=payload.args,
+                contract_version=payload.contract_version,
+                observation=observation,
+                proposed_by=actor_of(request.auth),
+            )
+        except IntegrityError:
+            # A concurrent proposal on this run won; look again (same intent, or a refusal).
+            if attempt:
+                raise StaleState("another proposal on this run won the race; retry") from None
+            run.refresh_from_db()
+        except ValueError as error:
+            # The key's parts refuse control and invisible characters the tool schema allows.
+            raise InvalidArguments(str(error)) from None
+    raise AssertionError("unreachable")
+
+
+@router.get("/actions/{action_id}", response={200: schemas.ActionOut, **problems(401, 404, 422)})
+def get_action(
+    request: HttpRequest,
+    action_id: str,
+    wait: Annotated[float, Query(ge=0, allow_inf_nan=False)] = 0,
+):
+    """The action's status, decision (with the reject reason), receipt, error class and
+    reconciliation case. With `wait`, long-polls up to that many seconds (at most 30; more
+    is clamped) while the action is still waiting for approval or executing."""
+    action = _action_or_404(request, action_id)
+    wait = min(wait, schemas.MAX_WAIT_SECONDS)
+    if action.status in PENDING_STATUSES and wait > 0:
+        deadline = time.monotonic() + wait
+        status = action.status
+        while status in PENDING_STATUSES and (remaining := deadline - time.monotonic()) > 0:
+            time.sleep(min(POLL_INTERVAL_SECONDS, remaining))
+            status = Action.objects.filter(pk=action.pk).values_list("status", flat=True).get()
+        if status != action.status:
+            action = _action_or_404(request, action_id)
+    return action_body(request, action)
+
+
+@post(
+    "/runs/{run_id}/complete", response={200: schemas.RunOut, **problems(400, 401, 404, 409, 422)}
+)
+def complete_run(request: HttpRequest, run_id: str, payload: schemas.CompleteIn):
+    """Complete the run with evidence: the actions whose receipts (or reads) met the goal."""
+    run = _run_or_404(request, run_id)
+    run_complete(run=run, action_ids=payload.evidence.action_ids, actor=actor_of(request.auth))
+    run.refresh_from_db()
+    return run_body(run)
+
+
+@post(
+    "/runs/{run_id}/cancel", response={200: schemas.CancelOut, **problems(400, 401, 404, 409, 422)}
+)
+def cancel_run(request: HttpRequest, run_id: str, payload: schemas.CancelIn):
+    """Cancel the run: not-started actions are cancelled, in-doubt ones stay for
+    reconciliation. Answers the report of effects done, in doubt and not started."""
+    run = _run_or_404(request, run_id)
+    report = run_cancel(run=run, reason=payload.reason, actor=actor_of(request.auth))
+    run.refresh_from_db()
+    return {"run": run_body(run), "report": report}
+
+
+@router.get(
+    "/runs/{run_id}/checkpoint", response={200: schemas.CheckpointOut, **problems(401, 404, 500)}
+)
+def get_checkpoint(request: HttpRequest, run_id: str):
+    """The run's latest signed checkpoint, byte for byte as stored (so its MAC verifies),
+    served only after it verified here."""
+    run = _run_or_404(request, run_id)
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        raise NotFound(f"run {run_id} has no checkpoint")
+    state = checkpoint_verify(checkpoint.body)
+    if state["run_id"] != str(run.pk) or state["tenant_id"] != str(run.tenant_id):
+        raise CheckpointError("freshness", "the stored checkpoint belongs to another run")
+    return HttpResponse(checkpoint.body, content_type="application/json")

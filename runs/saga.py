@@ -1,0 +1,139 @@
+"""Compensation for runs whose plan declares `"compensate_on_failure": true`.
+
+When a step fails for good, the completed steps whose tools declare a compensation are undone
+in reverse order, each as a normal intent (`undo-<action_id>`) with its own key, approval per
+policy, lease and receipt. When the last one has its receipt the run stops as failed with the
+original reason. A compensation that ends uncertain becomes a reconciliation case like any
+other write; one that fails for good stops the run at once (compensations are not compensated).
+"""
+
+from __future__ import annotations
+
+from control.canonical import content_hash
+from runs.events import LeaseToken, append_event
+from runs.models import TERMINAL_PHASES, Action, Run
+from runs.services import action_propose, observation_record
+from runs.tools.base import ToolReceipt
+from runs.tools.registry import get_tool
+
+COMPENSATION_PREFIX = "undo-"
+Phase = Run.Phase
+
+
+def is_compensation(action: Action) -> bool:
+    return action.action_id.startswith(COMPENSATION_PREFIX)
+
+
+def _compensable(run: Run) -> list[Action]:
+    """Completed writes of the run that declare a compensation, most recent first."""
+    done = (
+        run.actions.filter(status=Action.Status.SUCCEEDED)
+        .select_related("receipt")
+        .order_by("-receipt__created_at")
+    )
+    return [a for a in done if not is_compensation(a) and get_tool(a.tool).compensation]
+
+
+def step_failed(
+    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None
+) -> None:
+    """The run's answer to a step that failed for good: stop, or start compensating."""
+    if run.phase in TERMINAL_PHASES:
+        append_event(
+            run,
+            type="action.failed",
+            actor=actor,
+            action=action,
+            lease=lease,
+            payload={"reason": reason},
+            changes={"pending_work": []},
+        )
+        return
+    queue = [] if is_compensation(action) else _compensable(run)
+    if not run.plan.get("compensate_on_failure") or not queue:
+        append_event(
+            run,
+            type="action.failed",
+            actor=actor,
+            action=action,
+            lease=lease,
+            payload={"reason": reason},
+            changes={"phase": Phase.FAILED, "stop_reason": reason, "pending_work": []},
+        )
+        return
+    append_event(
+        run,
+        type="saga.compensating",
+        actor=actor,
+        action=action,
+        lease=lease,
+        payload={"reason": reason, "undo": [a.action_id for a in queue]},
+        changes={
+            "phase": Phase.RUNNING,
+            "stop_reason": reason,
+            "pending_work": [COMPENSATION_PREFIX + a.action_id for a in queue],
+        },
+    )
+    _propose_next(run)
+
+
+def step_succeeded(run: Run, *, action: Action, actor: str) -> None:
+    """After a compensation's receipt: undo the next step, or end the run as failed."""
+    if not is_compensation(action) or run.phase in TERMINAL_PHASES:
+        return
+    if run.pending_work:
+        _propose_next(run)
+        return
+    append_event(
+        run,
+        type="saga.compensated",
+        actor=actor,
+        changes={
+            "phase": Phase.FAILED,
+            "stop_reason": f"{run.stop_reason} (completed steps compensated)",
+        },
+    )
+
+
+def _propose_next(run: Run) -> None:
+    original = run.actions.select_related("receipt").get(
+        action_id=run.pending_work[0].removeprefix(COMPENSATION_PREFIX)
+    )
+    propose_compensation(run, original=original, reason=run.stop_reason)
+
+
+def propose_compensation(run: Run, *, original: Action, reason: str) -> Action:
+    """Proposes the intent that undoes `original` (which must hold its receipt)."""
+    tool = get_tool(original.tool, original.contract_version)
+    receipt = original.receipt
+    target, args = tool.compensation_call(
+        receipt=ToolReceipt(
+            idempotency_key=receipt.idempotency_key or None,
+            intent_digest=receipt.intent_digest,
+            receipt_id=receipt.receipt_id,
+            target_version=receipt.target_version,
+            status=receipt.status,
+            raw_response_hash=receipt.raw_response_hash,
+        ),
+        args=original.args,
+    )
+    observation = observation_record(
+        run=run,
+        actor="countersign.saga",
+        source="countersign.saga",
+        ref=original.action_id,
+        content_hash=content_hash(reason.encode()),
+        summary=f"Undo {original.action_id} ({original.tool} {original.target}) because: {reason}",
+    )
+    compensation = get_tool(tool.compensation)
+    proposed, _ = action_propose(
+        run=run,
+        action_id=COMPENSATION_PREFIX + original.action_id,
+        tool=compensation.name,
+        target=target,
+        args=args,
+        contract_version=compensation.contract_version,
+        observation=observation,
+        proposed_by="countersign.saga",
+    )
+    return proposed

@@ -1,0 +1,250 @@
+"""Request and response shapes of the runs API (control.api mounts it under /api/v1).
+
+Request bodies forbid unknown fields and never coerce types (a "5" is not a budget); string
+limits match the columns they are stored in, so a valid request never overflows one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import AwareDatetime, ConfigDict, Field, StrictInt, StrictStr, field_validator
+
+from runs.models import Action, Run
+
+MAX_WAIT_SECONDS = 30.0
+
+ActionId = Annotated[
+    StrictStr,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._~-]*$",
+        description="The agent's stable logical id of the action, e.g. close-ticket-7.",
+    ),
+]
+ToolName = Annotated[StrictStr, Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.-]*$")]
+ContractVersion = Annotated[
+    StrictStr, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9._-]+$")
+]
+Digest = Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class Body(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunIn(Body):
+    goal: Annotated[StrictStr, Field(min_length=1, max_length=10_000)]
+    plan: dict[str, Any] | None = None
+    budget: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = Field(
+        None, description="The most tool calls the run may make."
+    )
+    deadline: AwareDatetime | None = Field(
+        None, description="RFC 3339 date-time with an offset; the run stops when it passes."
+    )
+    versions: dict[str, Any] | None = Field(
+        None, description="Runner, model, policy, tool contract and other versions."
+    )
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline_is_text(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("deadline must be an RFC 3339 date-time string")
+        return value
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline_in_range(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("deadline is out of range") from None
+
+
+class ObservationIn(Body):
+    source: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    ref: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    content_hash: Digest
+    summary: Annotated[StrictStr, Field(min_length=1, max_length=10_000)]
+
+
+class ActionIn(Body):
+    action_id: ActionId
+    tool: ToolName
+    target: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    args: dict[str, Any]
+    contract_version: ContractVersion
+    observation_id: UUID | None = Field(
+        None, description="The observation that justifies it; required when it needs approval."
+    )
+
+
+class EvidenceIn(Body):
+    action_ids: Annotated[list[ActionId], Field(max_length=1000)]
+
+
+class CompleteIn(Body):
+    evidence: EvidenceIn
+
+
+class CancelIn(Body):
+    reason: Annotated[StrictStr, Field(max_length=2000)]
+
+
+class BudgetOut(Schema):
+    limit: int | None
+    used: int
+
+
+class RunOut(Schema):
+    id: UUID
+    goal: str
+    phase: Run.Phase
+    state_version: int
+    last_event_seq: int
+    plan: dict[str, Any]
+    completed_work: list[Any]
+    pending_work: list[Any]
+    budget: BudgetOut
+    deadline: datetime | None
+    versions: dict[str, Any]
+    next_eligible_at: datetime | None
+    retry_count: int
+    stop_reason: str
+    evidence: dict[str, Any] | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunPage(Schema):
+    items: list[RunOut]
+    count: int
+    limit: int
+    offset: int
+    next: str | None
+
+
+class ToolOut(Schema):
+    name: str
+    contract_version: str
+    needs_approval: bool = Field(description="For this tenant (its tool policy, else default).")
+    dedupes_by_key: bool
+    queryable_by_key: bool
+    effect_class: str
+    compensation: str | None
+    target_schema: dict[str, Any]
+    args_schema: dict[str, Any]
+
+
+class ObservationOut(Schema):
+    id: UUID
+    run_id: UUID
+    source: str
+    ref: str
+    content_hash: str
+    summary: str
+    created_at: datetime
+
+
+class ApprovalOut(Schema):
+    decision: Literal["approve", "reject"]
+    approver: str
+    reason: str
+    created_at: datetime
+
+
+class DecisionOut(Schema):
+    outcome: Literal["approve", "reject", "not_required"]
+    reason: str = Field(description="The operator's reason; for a rejection, why.")
+    decided_at: datetime | None
+    approvals: list[ApprovalOut]
+
+
+class ReceiptOut(Schema):
+    receipt_id: str
+    status: str
+    target_version: int | None
+    idempotency_key: str
+    intent_digest: str
+    raw_response_hash: str
+    source: str
+    created_at: datetime
+
+
+class CaseOut(Schema):
+    id: UUID
+    status: str
+    reason: str
+    url: str
+
+
+class ActionRef(Schema):
+    id: UUID
+    action_id: str
+
+
+class ActionOut(Schema):
+    id: UUID
+    run_id: UUID
+    action_id: str
+    tool: str
+    target: str
+    args: dict[str, Any]
+    contract_version: str
+    idempotency_key: str
+    intent_digest: str
+    observation_id: UUID | None
+    status: Action.Status
+    needs_approval: bool
+    required_approvals: int
+    expires_at: datetime | None
+    attempt_count: int
+    next_attempt_at: datetime | None
+    error_class: str | None
+    last_error: str | None
+    decision: DecisionOut | None
+    receipt: ReceiptOut | None
+    reconciliation_case: CaseOut | None = Field(
+        description="The action's latest reconciliation case (open while it is uncertain)."
+    )
+    supersedes: ActionRef | None
+    superseded_by: ActionRef | None = Field(
+        description="The edited intent an operator approved instead of this one."
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+class EffectOut(Schema):
+    action_id: str
+    tool: str
+    target: str
+    idempotency_key: str
+    status: str
+    receipt_id: str | None = None
+
+
+class EffectsReport(Schema):
+    done: list[EffectOut]
+    in_doubt: list[EffectOut]
+    not_started: list[EffectOut]
+
+
+class CancelOut(Schema):
+    run: RunOut
+    report: EffectsReport
+
+
+class CheckpointOut(Schema):
+    schema_version: int
+    key_id: str
+    mac: str
+    state: dict[str, Any]

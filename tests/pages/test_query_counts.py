@@ -1,0 +1,97 @@
+"""Each page costs a fixed number of queries: 500 items cost what 5 cost (keyset pages of 50,
+joins and prefetches owned by the selectors)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from runs.selectors import PAGE_SIZE
+from tests.factories import make_observation, make_run
+from tests.pages.conftest import make_waiting
+
+pytestmark = pytest.mark.django_db
+
+# Session, user, memberships; then the page's own reads (see each test).
+INBOX_QUERIES = 8
+RUN_LIST_QUERIES = 5
+RUN_PAGE_QUERIES = 11
+
+
+def add_waiting(tenant, count: int) -> None:
+    for _ in range(count):
+        make_waiting(tenant)
+
+
+def items_on(page: str) -> int:
+    return len(re.findall(r'<article id="action-', page))
+
+
+def test_the_inbox_and_the_run_list_cost_the_same_queries_with_500_items_as_with_5(
+    operator_client, tenant, django_assert_num_queries
+):
+    add_waiting(tenant, 5)
+    with django_assert_num_queries(INBOX_QUERIES):
+        small_inbox = operator_client.get(reverse("inbox")).content.decode()
+    with django_assert_num_queries(RUN_LIST_QUERIES):
+        operator_client.get(reverse("run_list"))
+
+    add_waiting(tenant, 495)
+    with django_assert_num_queries(INBOX_QUERIES):
+        big_inbox = operator_client.get(reverse("inbox")).content.decode()
+    with django_assert_num_queries(RUN_LIST_QUERIES):
+        big_runs = operator_client.get(reverse("run_list")).content.decode()
+
+    assert items_on(small_inbox) == 5
+    assert items_on(big_inbox) == PAGE_SIZE
+    assert "<strong>500</strong> waiting" in big_inbox
+    assert big_runs.count('<a href="/runs/') == PAGE_SIZE
+
+
+def test_keyset_pages_walk_the_whole_inbox_once_at_a_fixed_cost(
+    operator_client, tenant, django_assert_num_queries
+):
+    add_waiting(tenant, PAGE_SIZE + 7)
+    first = operator_client.get(reverse("inbox")).content.decode()
+    next_url = re.search(r'href="(/inbox/\?after=[^"]+)"', first).group(1).replace("&amp;", "&")
+
+    with django_assert_num_queries(INBOX_QUERIES - 1):  # later pages skip the expired section
+        second = operator_client.get(next_url).content.decode()
+
+    seen_first = set(re.findall(r'<article id="action-([0-9a-f-]+)"', first))
+    seen_second = set(re.findall(r'<article id="action-([0-9a-f-]+)"', second))
+    assert len(seen_first) == PAGE_SIZE
+    assert len(seen_second) == 7
+    assert not seen_first & seen_second
+    assert "Later requests" not in second
+
+
+def test_the_run_list_walks_its_keyset_pages(operator_client, tenant):
+    for _ in range(PAGE_SIZE + 3):
+        make_run(tenant)
+    first = operator_client.get(reverse("run_list")).content.decode()
+    next_url = re.search(r'href="(/runs/\?after=[^"]+)"', first).group(1).replace("&amp;", "&")
+
+    second = operator_client.get(next_url).content.decode()
+
+    assert second.count('<a href="/runs/') == 3
+
+
+def test_the_run_page_costs_the_same_queries_with_500_events_as_with_5(
+    operator_client, tenant, django_assert_num_queries
+):
+    action = make_waiting(tenant)
+    run = action.run
+    url = reverse("run_detail", args=[run.pk])
+    with django_assert_num_queries(RUN_PAGE_QUERIES):
+        operator_client.get(url)
+
+    other = make_run(tenant)
+    for number in range(500):
+        make_observation(other, summary=f"seen {number}")
+    with django_assert_num_queries(RUN_PAGE_QUERIES):
+        page = operator_client.get(reverse("run_detail", args=[other.pk])).content.decode()
+
+    assert page.count('<span class="seq">') == 100

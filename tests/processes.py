@@ -1,0 +1,130 @@
+"""Real processes for the tests that need them: RQ workers as subprocesses against the test
+databases, the sandbox served over HTTP by pytest-django's live server, Redis db 15."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import django_rq
+import pytest
+import requests
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connections
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER_LEASE_SECONDS = 2
+
+
+def _database_url(alias: str) -> str:
+    conf = connections[alias].settings_dict
+    return f"postgres://{conf['USER']}@{conf['HOST']}:{conf['PORT']}/{conf['NAME']}"
+
+
+@pytest.fixture
+def sandbox(live_server, settings):
+    """The sandbox's base URL; the test process's own adapters use it too."""
+    settings.SANDBOX_URL = live_server.url + "/sandbox/"
+    call_command("sandbox_reset", verbosity=0)
+    requests.delete(settings.SANDBOX_URL + "faults", timeout=5).raise_for_status()
+    return settings.SANDBOX_URL
+
+
+@pytest.fixture
+def redis_queue():
+    queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+    queue.connection.flushdb()
+    yield queue
+    queue.connection.flushdb()
+
+
+class Workers:
+    """Starts RQ worker processes and guarantees none outlives the test."""
+
+    def __init__(self, sandbox_url: str) -> None:
+        self.sandbox_url = sandbox_url
+        self.processes: list[subprocess.Popen] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": _database_url("default"),
+            "SANDBOX_DATABASE_URL": _database_url("sandbox"),
+            "COUNTERSIGN_SANDBOX_URL": self.sandbox_url,
+            "REDIS_URL": settings.REDIS_URL,
+            "COUNTERSIGN_LEASE_SECONDS": str(WORKER_LEASE_SECONDS),
+            "COUNTERSIGN_LOG_LEVEL": "WARNING",
+        }
+        env.update(extra)
+        return env
+
+    def start(self, *, fault_point: str = "", burst: bool = True) -> subprocess.Popen:
+        command = [
+            sys.executable,
+            "manage.py",
+            "rqworker",
+            settings.RQ_EXECUTION_QUEUE,
+            "--worker-class",
+            "rq.worker.SimpleWorker",
+            "-v",
+            "0",
+        ]
+        if burst:
+            command.append("--burst")
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env(COUNTERSIGN_FAULT_POINT=fault_point),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+        return process
+
+    def run_burst(self, *, fault_point: str = "", timeout: float = 60) -> int:
+        process = self.start(fault_point=fault_point)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output = process.stdout.read().decode(errors="replace")
+            raise AssertionError(f"worker did not finish in {timeout}s:\n{output}") from None
+        self.last_output = self.output(process)
+        return process.returncode
+
+    def output(self, process: subprocess.Popen) -> str:
+        return process.stdout.read().decode(errors="replace") if process.stdout else ""
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+            if process.stdout:
+                process.stdout.close()
+
+
+@pytest.fixture
+def workers(sandbox, redis_queue):
+    pool = Workers(sandbox)
+    yield pool
+    pool.stop_all()
+
+
+def wait_until(predicate, *, timeout: float = 30, interval: float = 0.05, message: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(message or f"condition not met within {timeout}s")

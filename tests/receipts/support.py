@@ -1,0 +1,70 @@
+"""Ledger states reached through the real protocol steps, as a worker would, without I/O."""
+
+from __future__ import annotations
+
+import hashlib
+
+from control.models import Tenant
+from reconciliation.services import case_open
+from runs import protocol
+from runs.models import Action
+from runs.services import lease_claim, lease_release
+from runs.tools.base import ToolReceipt
+from tests.factories import approve, make_action, make_run
+
+WORKER = "tests-ledger-worker"
+
+
+def content_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def approved_action(tenant: Tenant, approver, *, target: str = "ticket-7") -> Action:
+    """A frozen, approved ticket.close in a run of its own. Same target, same digest."""
+    action = make_action(make_run(tenant), target=target)
+    approve(action, approver)
+    return action
+
+
+def send_with_receipt(action: Action, *, receipt_id: str, echoed_key: str | None = None) -> Action:
+    """Sent and answered. `echoed_key` is the key the external system put in its receipt;
+    by default the action's own."""
+    lease = lease_claim(run_id=action.run_id, owner=WORKER)
+    attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
+    assert attempt is not None
+    protocol.receipt_record(
+        action_pk=action.pk,
+        lease=lease,
+        receipt=ToolReceipt(
+            idempotency_key=echoed_key or action.idempotency_key,
+            intent_digest=action.intent_digest,
+            receipt_id=receipt_id,
+            target_version=2,
+            status="closed",
+            raw_response_hash=content_hash(receipt_id),
+        ),
+        source="response",
+        worker=WORKER,
+        attempt_pk=attempt.pk,
+    )
+    lease_release(lease=lease)
+    action.refresh_from_db()
+    return action
+
+
+def send_without_answer(action: Action) -> Action:
+    """Sent, then the connection dropped: uncertain, no receipt, a case opened."""
+    lease = lease_claim(run_id=action.run_id, owner=WORKER)
+    attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
+    assert attempt is not None
+    protocol.action_uncertain(
+        action_pk=action.pk,
+        lease=lease,
+        reason="connection_dropped",
+        detail="the connection closed after sending",
+        worker=WORKER,
+    )
+    lease_release(lease=lease)
+    action.refresh_from_db()
+    case_open(action=action)
+    return action
