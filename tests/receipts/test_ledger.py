@@ -191,26 +191,27 @@ def test_a_receipt_pointing_at_another_tenants_action_is_not_shown(
 PAGE_QUERIES = 4
 
 
-@pytest.mark.parametrize("view", list(receipts_views.LEDGER_VIEWS))
 def test_each_view_costs_the_same_queries_with_many_rows(
-    auditor_client, tenant, approver, view, django_assert_num_queries
+    auditor_client, tenant, approver, django_assert_num_queries
 ):
-    for number in range(30):
+    for number in range(40):
         action = approved_action(tenant, approver)
-        if number % 3 == 0:
+        if number % 4 == 0:
             send_without_answer(action)
-        elif number % 3 == 1:
+        elif number % 4 == 1:
+            _unproven_receipt(send_without_answer(action), receipt_id=f"rcpt-{number}")
+        elif number % 4 == 2:
             send_with_receipt(action, receipt_id=f"rcpt-{number}")
         else:
-            previous = Action.objects.filter(tenant=tenant, receipt__isnull=False).first()
+            proven = Action.objects.filter(tenant=tenant, status="succeeded").first()
             send_with_receipt(
-                action, receipt_id=f"rcpt-{number}", echoed_key=previous.idempotency_key
+                action, receipt_id=f"rcpt-{number}", echoed_key=proven.idempotency_key
             )
 
-    with django_assert_num_queries(PAGE_QUERIES):
-        response = auditor_client.get(reverse("receipt_ledger"), {"view": view})
-
-    assert len(response.context["page"].rows) >= 10
+    for view in receipts_views.LEDGER_VIEWS:
+        with django_assert_num_queries(PAGE_QUERIES):
+            response = auditor_client.get(reverse("receipt_ledger"), {"view": view})
+        assert len(response.context["page"].rows) >= 10, view
 
 
 # --- Keyset pagination ------------------------------------------------------------------------
