@@ -6,11 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint format install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	@test -n "$(PYTHON_BIN)" || { echo "No Python >= 3.12 found (see the message above)"; exit 1; }
 	@test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,demo]'
+	$(PY) -m pip install --quiet -e '.[test,demo]' -e ./client
 	@touch $(STAMP)
 
 install: $(STAMP)

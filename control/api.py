@@ -12,7 +12,8 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from ninja import NinjaAPI
+from django.http import Http404
+from ninja import NinjaAPI, Router
 from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 
@@ -41,7 +42,8 @@ from `manage.py createapitoken`); objects of other tenants answer 404.
 Bodies must be JSON objects without unknown fields, at most {MAX_BODY_BYTES} bytes and
 {MAX_DEPTH} levels deep; duplicate keys, NaN/Infinity, overflowing numbers, lone surrogates
 and trailing data are refused with 400 `invalid_json` naming the `rule` and `path`, and
-nothing is written. Well-formed bodies that mean something invalid are 422.
+nothing is written. Well-formed bodies that mean something invalid are 422, and so are
+query parameters an operation does not declare.
 
 **Idempotency-Key** (IETF httpapi draft) is accepted on every POST: the first response is
 stored and replayed (`Idempotent-Replayed: true`) for the same key and body; the same key
@@ -49,7 +51,9 @@ with another body is 422 `idempotency_key_reused`; the same key while the first 
 in flight is 409 `idempotency_key_in_flight`. Keys are kept {KEY_TTL.total_seconds() / 3600:g}
 hours. 5xx answers are not stored.
 
-**Long-poll**: `GET /actions/{{id}}?wait=SECONDS` waits up to 30 s for a decision or outcome.
+**Long-poll**: `GET /actions/{{id}}?wait=SECONDS` answers as soon as the action leaves
+waiting_approval, approved, in_flight and retry_wait, or when the wait ends; a wait above
+30 s is treated as 30. **Lists** are paginated with `limit` (1 to 100) and `offset`.
 """
 
 
@@ -82,7 +86,7 @@ _IDEMPOTENCY_PARAMETER = {
 
 
 def _document_conventions(schema: dict[str, Any]) -> None:
-    """Error responses as problem+json; Idempotency-Key and 401 on what accepts them."""
+    """Error answers as problem+json; the Idempotency-Key header on every POST."""
     for operations in schema.get("paths", {}).values():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
@@ -109,3 +113,18 @@ install_problem_handlers(api)
 api.add_exception_handler(RunsError, domain_error_handler)
 api.add_exception_handler(ControlError, domain_error_handler)
 api.add_router("", runs_router)
+
+
+# Last, so that it only catches what no router above matched.
+_fallback = Router()
+
+
+@_fallback.api_operation(
+    ["GET", "POST", "PUT", "PATCH", "DELETE"], "/{path:unknown}", auth=None, include_in_schema=False
+)
+def unknown_endpoint(request, unknown: str):
+    """Anything else under /api/v1/ is a problem+json 404 too, not Django's HTML page."""
+    raise Http404(f"no endpoint /api/v1/{unknown}")
+
+
+api.add_router("", _fallback)

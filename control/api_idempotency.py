@@ -85,6 +85,7 @@ def idempotent_post(run: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
                 "idempotency_key_invalid",
                 "Idempotency-Key must be 1 to 255 visible ASCII characters, bare or quoted",
             )
+        # A body the strict parser refuses never claims the key: it writes nothing at all.
         try:
             fingerprint = request_fingerprint(request)
             if request.body:
@@ -104,6 +105,9 @@ def _atomic(handler: Handler) -> HttpResponse:
     return response
 
 
+_BUSY = object()
+
+
 def execute_once(*, tenant: Tenant, key: str, fingerprint: str, handler: Handler) -> HttpResponse:
     """Runs handler at most once per (tenant, key) and fingerprint; see the module docstring."""
     for _ in range(_CLAIM_ATTEMPTS):
@@ -118,9 +122,6 @@ def execute_once(*, tenant: Tenant, key: str, fingerprint: str, handler: Handler
                 continue  # purged, or freed by a failed first request: claim it again
             return _answer(locked, fingerprint, handler)
     return _in_flight(key)
-
-
-_BUSY = object()
 
 
 def _lock(pk: int):

@@ -4,17 +4,24 @@ Duplicate keys, NaN/Infinity, overflowing numbers, lone surrogates, trailing dat
 deeper than MAX_DEPTH and bodies over MAX_BODY_BYTES are refused (400, naming the rule and
 path) before any schema or view sees them. The body must be an object. A NUL character is
 refused too (422): PostgreSQL cannot store it in text or jsonb.
+
+Query strings are as strict as bodies: a parameter the operation does not declare is a 422
+(`?wiat=30` must not silently skip a long-poll).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from ninja.params.models import Query as QuerySource
 from ninja.parser import Parser
 
-from control.api_problems import BodyNotAcceptable
+from control.api_auth import request_token
+from control.api_problems import BodyNotAcceptable, problem_response
 from control.strictjson import parse_strict
 
 MAX_BODY_BYTES = 1_000_000
@@ -52,6 +59,31 @@ def parse_request_body(request: HttpRequest) -> dict[str, Any]:
 class StrictParser(Parser):
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
         return parse_request_body(request)
+
+
+def declared_query_only(run: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Wraps a ninja operation's `run` (via `decorate_view`): undeclared query parameters
+    are a 422 once the caller is authenticated (a 401 comes first)."""
+    signature = run.__self__.signature
+    declared = frozenset(
+        param.alias for param in signature.params if isinstance(param.source, QuerySource)
+    )
+
+    @functools.wraps(run)
+    def wrapper(request: HttpRequest, **path_params) -> HttpResponse:
+        unknown = sorted(set(request.GET) - declared)
+        if unknown and request_token(request) is not None:
+            return problem_response(
+                "validation_error",
+                f"unknown query parameter {unknown[0]!r}",
+                errors=[
+                    {"loc": ["query", name], "msg": "unknown parameter", "type": "extra_forbidden"}
+                    for name in unknown
+                ],
+            )
+        return run(request, **path_params)
+
+    return wrapper
 
 
 def _kind(value: Any) -> str:

@@ -23,6 +23,8 @@ DEBUG = env_bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", default="" if not DEBUG else "insecure-debug-only-key")
 if not SECRET_KEY:
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+# Old keys still accepted for existing sessions while a rotation settles (SECURITY.md).
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [

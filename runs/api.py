@@ -12,11 +12,12 @@ from typing import Annotated, Any
 
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
-from ninja import Field, Query, Router, Status
+from ninja import Field, Path, Query, Router, Status
 from ninja.decorators import decorate_view
 
 from control.api_auth import actor_of
 from control.api_idempotency import idempotent_post
+from control.api_parsing import declared_query_only
 from control.api_problems import problems
 from control.canonical import canonical_json
 from control.tenancy import scoped
@@ -43,11 +44,22 @@ POLL_INTERVAL_SECONDS = 0.25
 CASE_PAGE = "/reconciliation/{case_id}/"
 
 
-def post(path: str, **options: Any):
-    """router.post under the API's POST rules: one transaction and Idempotency-Key."""
+def get(path: str, **options: Any):
+    """router.get refusing query parameters the view does not declare."""
 
     def register(view):
-        return router.post(path, **options)(decorate_view(idempotent_post)(view))
+        return router.get(path, **options)(decorate_view(declared_query_only)(view))
+
+    return register
+
+
+def post(path: str, **options: Any):
+    """router.post under the API's POST rules: no query parameters, one transaction, and
+    Idempotency-Key."""
+
+    def register(view):
+        decorated = decorate_view(declared_query_only, idempotent_post)(view)
+        return router.post(path, **options)(decorated)
 
     return register
 
@@ -66,15 +78,13 @@ def _action_or_404(request: HttpRequest, action_pk: str) -> Action:
     try:
         pk = uuid.UUID(action_pk)
     except ValueError:
-        pk = None
+        raise NotFound(f"no action {action_pk} here") from None
     action = (
         scoped(Action.objects.all(), request.auth.tenant)
         .select_related("receipt", "supersedes", "superseded_by")
         .prefetch_related("approvals__approver")
         .filter(pk=pk)
         .first()
-        if pk
-        else None
     )
     if action is None:
         raise NotFound(f"no action {action_pk} here")
@@ -230,7 +240,7 @@ def create_run(request: HttpRequest, payload: schemas.RunIn):
     return Status(201, run_body(run))
 
 
-@router.get("/runs", response={200: schemas.RunPage, **problems(401, 422)})
+@get("/runs", response={200: schemas.RunPage, **problems(401, 422)})
 def list_runs(
     request: HttpRequest,
     limit: Annotated[int, Field(ge=1, le=100)] = 20,
@@ -258,12 +268,12 @@ def list_runs(
     }
 
 
-@router.get("/runs/{run_id}", response={200: schemas.RunOut, **problems(401, 404)})
+@get("/runs/{run_id}", response={200: schemas.RunOut, **problems(401, 404, 422)})
 def get_run(request: HttpRequest, run_id: str):
     return run_body(_run_or_404(request, run_id))
 
 
-@router.get("/tools", response={200: list[schemas.ToolOut], **problems(401)})
+@get("/tools", response={200: list[schemas.ToolOut], **problems(401, 422)})
 def list_tools(request: HttpRequest):
     """Every tool and contract version; needs_approval as this tenant's policy says."""
     policies = dict(
@@ -353,16 +363,19 @@ def _propose(request, run: Run, payload: schemas.ActionIn, observation) -> tuple
     raise AssertionError("unreachable")
 
 
-@router.get("/actions/{action_id}", response={200: schemas.ActionOut, **problems(401, 404, 422)})
+@get("/actions/{id}", response={200: schemas.ActionOut, **problems(401, 404, 422)})
 def get_action(
     request: HttpRequest,
-    action_id: str,
-    wait: Annotated[float, Query(ge=0, allow_inf_nan=False)] = 0,
+    action_pk: Annotated[str, Path(alias="id", description="The action's `id` (a UUID).")],
+    wait: Annotated[
+        float,
+        Query(ge=0, allow_inf_nan=False, description="Seconds to long-poll; above 30 is 30."),
+    ] = 0,
 ):
     """The action's status, decision (with the reject reason), receipt, error class and
     reconciliation case. With `wait`, long-polls up to that many seconds (at most 30; more
     is clamped) while the action is still waiting for approval or executing."""
-    action = _action_or_404(request, action_id)
+    action = _action_or_404(request, action_pk)
     wait = min(wait, schemas.MAX_WAIT_SECONDS)
     if action.status in PENDING_STATUSES and wait > 0:
         deadline = time.monotonic() + wait
@@ -371,7 +384,7 @@ def get_action(
             time.sleep(min(POLL_INTERVAL_SECONDS, remaining))
             status = Action.objects.filter(pk=action.pk).values_list("status", flat=True).get()
         if status != action.status:
-            action = _action_or_404(request, action_id)
+            action = _action_or_404(request, action_pk)
     return action_body(request, action)
 
 
@@ -398,8 +411,9 @@ def cancel_run(request: HttpRequest, run_id: str, payload: schemas.CancelIn):
     return {"run": run_body(run), "report": report}
 
 
-@router.get(
-    "/runs/{run_id}/checkpoint", response={200: schemas.CheckpointOut, **problems(401, 404, 500)}
+@get(
+    "/runs/{run_id}/checkpoint",
+    response={200: schemas.CheckpointOut, **problems(401, 404, 422, 500)},
 )
 def get_checkpoint(request: HttpRequest, run_id: str):
     """The run's latest signed checkpoint, byte for byte as stored (so its MAC verifies),

@@ -120,7 +120,14 @@ class BulkForm(ReasonMixin):
         return cleaned
 
 
-class InboxFilterForm(forms.Form):
+class FilterForm(forms.Form):
+    def value(self, name: str) -> str:
+        """A filter's clean value; an invalid one (unknown tool, say) filters nothing."""
+        self.is_valid()
+        return self.cleaned_data.get(name) or ""
+
+
+class InboxFilterForm(FilterForm):
     q = forms.CharField(label="Search", required=False, max_length=200)
     tool = forms.ChoiceField(label="Tool", required=False)
     run = forms.CharField(label="Run", required=False, max_length=36)
@@ -135,13 +142,8 @@ class InboxFilterForm(forms.Form):
             known.append(wanted)
         self.fields["proposer"].choices = [("", "Anyone"), *[(p, p) for p in known]]
 
-    def value(self, name: str) -> str:
-        """A filter's clean value; an invalid one (unknown tool, say) filters nothing."""
-        self.is_valid()
-        return self.cleaned_data.get(name) or ""
 
-
-class RunFilterForm(forms.Form):
+class RunFilterForm(FilterForm):
     q = forms.CharField(label="Search goals", required=False, max_length=200)
     phase = forms.ChoiceField(
         label="Phase", required=False, choices=[("", "Any phase"), *Run.Phase.choices]
@@ -151,11 +153,6 @@ class RunFilterForm(forms.Form):
     def __init__(self, data=None, **kwargs):
         super().__init__(data, **kwargs)
         self.fields["tool"].choices = [("", "Any tool"), *[(t, t) for t in tool_names()]]
-
-    def value(self, name: str) -> str:
-        """A filter's clean value; an invalid one (unknown tool, say) filters nothing."""
-        self.is_valid()
-        return self.cleaned_data.get(name) or ""
 
 
 class EditArgumentsForm(BindingForm):

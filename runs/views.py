@@ -156,13 +156,22 @@ def _items(request: HttpRequest, actions, outcome: Outcome | None = None) -> lis
     return [InboxItem(action, now, request.user.pk, outcome) for action in actions]
 
 
-def refusal(error: RunsError | str, action: Action | None = None) -> Outcome:
+def sentence(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
+def refusal(error: RunsError | str) -> Outcome:
+    """How a refusal reads to the operator: what was refused, why, and that nothing happened."""
     if isinstance(error, str):
-        return Outcome(False, "Nothing was decided", error)
+        return Outcome(False, "Nothing was decided", sentence(error))
     if isinstance(error, GrantMismatch):
         title = REFUSAL_TITLES.get(error.rule, "Refused: the grant does not bind")
-        return Outcome(False, title, f"{error} Nothing was approved.")
-    return Outcome(False, "Refused", str(error))
+        return Outcome(False, title, f"{sentence(str(error))} Nothing was approved.")
+    return Outcome(False, "Refused", f"{sentence(str(error))} Nothing was decided.")
 
 
 # --- The inbox --------------------------------------------------------------------------------
@@ -254,7 +263,7 @@ def inbox_approve(request: HttpRequest, action_pk) -> HttpResponse:
             action=action, approver=request.user, decision="approve", **form.cleaned_data
         )
     except RunsError as error:
-        return _item_response(request, action, refusal(error, action), status=409)
+        return _item_response(request, action, refusal(error), status=409)
     action.refresh_from_db(fields=["status"])
     waiting = action.status == Action.Status.WAITING_APPROVAL
     detail = "Waiting for another operator's approval." if waiting else "Queued for a worker."
@@ -279,7 +288,7 @@ def inbox_reject(request: HttpRequest, action_pk) -> HttpResponse:
             seen_state_version=form.cleaned_data["seen_state_version"],
         )
     except RunsError as error:
-        return _item_response(request, action, refusal(error, action), status=409)
+        return _item_response(request, action, refusal(error), status=409)
     reason = form.cleaned_data["full_reason"]
     return _item_response(request, action, Outcome(True, "Rejected", f"The agent reads: {reason}"))
 
@@ -293,7 +302,7 @@ def inbox_ask_again(request: HttpRequest, action_pk) -> HttpResponse:
         services.approval_expire(action=action)
         again = services.action_ask_again(action=action, requester=request.user)
     except RunsError as error:
-        return _item_response(request, action, refusal(error, action), status=409)
+        return _item_response(request, action, refusal(error), status=409)
     outcome = Outcome(True, "Asked again", f"New request {again.action_id}, new key and expiry.")
     response = _item_response(request, again, outcome)
     if request.htmx:
@@ -341,7 +350,7 @@ def inbox_edit(request: HttpRequest, action_pk) -> HttpResponse:
             reason=form.cleaned_data["edit_reason"],
         )
     except RunsError as error:
-        return _edit_page(request, action, form, outcome=refusal(error, action), status=409)
+        return _edit_page(request, action, form, outcome=refusal(error), status=409)
     response = _item_response(request, edited, _edited_outcome(action, edited))
     if request.htmx:
         response = retarget(reswap(response, "outerHTML"), f"#action-{action.pk}")
@@ -371,32 +380,28 @@ class BulkResult:
 def _decide_each(request: HttpRequest, cleaned: dict) -> list[BulkResult]:
     """Each selected request is decided on its own, bound to what was shown for it; one
     refusal does not stop the others."""
-    found = selectors.actions_by_ids(
-        [s.action_pk for s in cleaned["selections"]], tenant=request.tenant
-    )
-    results = []
-    for selection in cleaned["selections"]:
-        action = found.get(selection.action_pk)
-        if action is None:
-            results.append(BulkResult(selection.action_pk, False, "No such request here."))
-            continue
-        label = f"{action.tool} {action.target} ({action.action_id})"
-        try:
-            services.approval_decide(
-                action=action,
-                approver=request.user,
-                decision=cleaned["decision"],
-                reason=cleaned.get("full_reason", ""),
-                seen_digest=selection.seen_digest,
-                seen_state_version=selection.seen_state_version,
-            )
-        except RunsError as error:
-            outcome = refusal(error, action)
-            results.append(BulkResult(label, False, f"{outcome.title}. {outcome.detail}"))
-            continue
-        done = "Approved" if cleaned["decision"] == "approve" else "Rejected"
-        results.append(BulkResult(label, True, done))
-    return results
+    selections = cleaned["selections"]
+    found = selectors.actions_by_ids([s.action_pk for s in selections], tenant=request.tenant)
+    return [_decide_one(request, found.get(s.action_pk), s, cleaned) for s in selections]
+
+
+def _decide_one(request: HttpRequest, action: Action | None, selection, cleaned) -> BulkResult:
+    if action is None:
+        return BulkResult(selection.action_pk, False, "No such request here.")
+    label = f"{action.tool} {action.target} ({action.action_id})"
+    try:
+        services.approval_decide(
+            action=action,
+            approver=request.user,
+            decision=cleaned["decision"],
+            reason=cleaned.get("full_reason", ""),
+            seen_digest=selection.seen_digest,
+            seen_state_version=selection.seen_state_version,
+        )
+    except RunsError as error:
+        outcome = refusal(error)
+        return BulkResult(label, False, f"{outcome.title}. {outcome.detail}")
+    return BulkResult(label, True, "Approved" if cleaned["decision"] == "approve" else "Rejected")
 
 
 @require_POST
@@ -608,7 +613,7 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
     forms = []
     for tool in tool_names():
         if posted is not None and posted.data.get("tool") == tool:
-            posted.tool_name, posted.stored = tool, tool in stored
+            posted.tool_name, posted.slug, posted.stored = tool, _slug(tool), tool in stored
             forms.append(posted)
             continue
         policy = stored.get(tool)
@@ -624,14 +629,18 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
             ),
         }
         form = ToolPolicyForm(initial=initial, auto_id=policy_field_id(tool))
-        form.tool_name, form.stored = tool, policy is not None
+        form.tool_name, form.slug, form.stored = tool, _slug(tool), policy is not None
         forms.append(form)
     return forms
 
 
+def _slug(tool: str) -> str:
+    return tool.replace(".", "-")
+
+
 def policy_field_id(tool: str) -> str:
     """Each tool's row is its own form on one page; its fields need ids of their own."""
-    return "id_" + tool.replace(".", "_") + "_%s"
+    return f"id_{_slug(tool)}_%s"
 
 
 @require_http_methods(["GET", "POST"])

@@ -76,6 +76,12 @@ def process_specs(port: int) -> list[ProcessSpec]:
             argv=(*MANAGE, "rqworker", "countersign", "--worker-class", "rq.worker.SimpleWorker"),
         ),
         ProcessSpec(name="sweeper", argv=(*MANAGE, "sweep", "--loop")),
+        # Proposes closing ticket-7 and waits for an operator: the inbox has work at once.
+        ProcessSpec(
+            name="agent",
+            argv=(*MANAGE, "demo_agent", "--scenario", "ticket", "--url", f"http://{HOST}:{port}"),
+            one_shot=True,
+        ),
     ]
 
 

@@ -37,3 +37,28 @@ def get_tool(name: str, contract_version: str | None = None) -> Tool:
 def all_tools() -> list[Tool]:
     """Every tool at every contract version, by name then version."""
     return [_TOOLS[key] for key in sorted(_TOOLS, key=lambda key: (key[0], _version_order(key[1])))]
+
+
+def register_tool(tool: Tool) -> None:
+    """Adds a tool beyond the sandbox's: the benchmark's no-op, the simulation's fake.
+    A tool already registered under the same name and version is replaced."""
+    _TOOLS[(tool.name, tool.contract_version)] = tool
+
+
+def unregister_tool(tool: Tool) -> None:
+    _TOOLS.pop((tool.name, tool.contract_version), None)
+
+
+def _register_extra_tools() -> None:
+    """Tools named (as dotted class paths) in settings.COUNTERSIGN_EXTRA_TOOLS: the benchmark
+    runs its workers under bench.settings, which adds bench.noop; production adds none."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    if not settings.configured:
+        return
+    for path in getattr(settings, "COUNTERSIGN_EXTRA_TOOLS", ()):
+        register_tool(import_string(path)())
+
+
+_register_extra_tools()

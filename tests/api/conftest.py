@@ -57,9 +57,7 @@ class ApiClient:
         sent = self._headers(headers)
         if key is not None:
             sent["Idempotency-Key"] = key
-        response = self.client.post(
-            API + path, data, content_type="application/json", headers=sent
-        )
+        response = self.client.post(API + path, data, content_type="application/json", headers=sent)
         return _answer(response)
 
 
@@ -93,5 +91,6 @@ def assert_problem(answer: Answer, status: int, code: str) -> dict:
     problem = answer.body
     assert problem["type"] == f"urn:countersign:problem:{code}"
     assert (problem["status"], problem["code"]) == (status, code)
-    assert problem["title"] and problem["detail"]
+    assert problem["title"]
+    assert problem["detail"]
     return problem

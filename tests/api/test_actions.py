@@ -48,7 +48,11 @@ def test_an_observation_is_recorded_and_answered_with_201(api):
     run = make_run(api.tenant)
     body = _observe(api, run)
     observation = Observation.objects.get(pk=body["id"])
-    assert (observation.run, observation.source, observation.ref) == (run, "ticket.lookup", "ticket-7")
+    assert (observation.run, observation.source, observation.ref) == (
+        run,
+        "ticket.lookup",
+        "ticket-7",
+    )
     assert body["content_hash"] == observation.content_hash
 
 
@@ -107,9 +111,7 @@ def test_the_same_logical_action_with_another_digest_is_a_422_intent_conflict(ap
         ({"action_id": "has space"}, "validation_error"),
     ],
 )
-def test_an_intent_that_cannot_be_frozen_is_refused_and_nothing_is_written(
-    api, overrides, code
-):
+def test_an_intent_that_cannot_be_frozen_is_refused_and_nothing_is_written(api, overrides, code):
     run = make_run(api.tenant)
     observation_id = _observe(api, run)["id"]
     assert_problem(_propose(api, run, observation_id, **overrides), 422, code)
@@ -254,9 +256,7 @@ def test_cancelling_reports_effects_done_in_doubt_and_not_started(api):
     assert answer.body["run"]["phase"] == "cancelled"
     assert answer.body["run"]["stop_reason"] == "the customer withdrew"
     report = answer.body["report"]
-    assert [(e["action_id"], e["receipt_id"]) for e in report["done"]] == [
-        ("first", "rcpt-first")
-    ]
+    assert [(e["action_id"], e["receipt_id"]) for e in report["done"]] == [("first", "rcpt-first")]
     assert report["in_doubt"] == []
     assert [e["action_id"] for e in report["not_started"]] == ["second"]
     pending.refresh_from_db()

@@ -54,7 +54,8 @@ def test_every_object_of_another_tenant_is_a_404_and_nothing_changes(api, foreig
     events = RunEvent.objects.count()
     for method, path, body in _requests(foreign):
         if method == "get":
-            answer = api.get(path, wait=1)
+            # The long-poll is not a way to see another tenant's action either.
+            answer = api.get(path, **({"wait": 1} if path.startswith("/actions/") else {}))
         else:
             answer = api.post(path, body, key=f"cross-{path}")
         problem = assert_problem(answer, 404, "not_found")

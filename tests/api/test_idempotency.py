@@ -11,8 +11,9 @@ import requests
 from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.http import HttpResponse
+from django.test import RequestFactory
 
-from control.api_idempotency import KEY_TTL, execute_once, purge_expired
+from control.api_idempotency import KEY_TTL, execute_once, purge_expired, request_fingerprint
 from control.models import ApiIdempotencyKey
 from runs.models import Action, Run
 from tests.api.conftest import ApiClient, assert_problem, make_token
@@ -25,9 +26,7 @@ pytestmark = pytest.mark.django_db
 def test_the_same_key_ten_times_has_one_effect_and_ten_identical_answers(api):
     answers = [api.post("/runs", {"goal": "once only"}, key="run-key-1") for _ in range(10)]
     assert Run.objects.count() == 1
-    assert {(answer.status, answer.content) for answer in answers} == {
-        (201, answers[0].content)
-    }
+    assert {(answer.status, answer.content) for answer in answers} == {(201, answers[0].content)}
     assert "Idempotent-Replayed" not in answers[0].headers
     assert all(answer.headers["Idempotent-Replayed"] == "true" for answer in answers[1:])
     assert {answer.headers["Content-Type"] for answer in answers} == {
@@ -58,8 +57,11 @@ def test_the_same_key_on_another_endpoint_is_a_422(api):
     run = make_run(api.tenant)
     assert api.post(f"/runs/{run.id}/cancel", {"reason": "x"}, key="k").status == 200
     other = make_run(api.tenant)
-    assert_problem(api.post(f"/runs/{other.id}/cancel", {"reason": "x"}, key="k"), 422,
-                   "idempotency_key_reused")
+    assert_problem(
+        api.post(f"/runs/{other.id}/cancel", {"reason": "x"}, key="k"),
+        422,
+        "idempotency_key_reused",
+    )
     other.refresh_from_db()
     assert other.phase == "running"
 
@@ -118,20 +120,18 @@ def test_an_action_proposal_replays_its_201_while_a_new_key_gets_the_200(api):
 
 
 def test_a_first_request_that_died_in_flight_is_run_by_the_retry(api):
-    # What a crashed process leaves behind: the key claimed, its transaction rolled back.
-    # The fingerprint is the retry's own (same method, path and body).
     body = b'{"goal": "after a crash"}'
-    answer = api.post("/runs", body, key="crashed")
-    record = ApiIdempotencyKey.objects.get()
-    assert answer.status == 201 and record.state == "completed"
-    ApiIdempotencyKey.objects.filter(pk=record.pk).update(
-        state="in_flight", response_status=None, response_body="", response_content_type=""
+    # What a crashed first request leaves: its key claimed for this very request, unlocked,
+    # and no effect (its transaction rolled back with the process).
+    sent = RequestFactory().post("/api/v1/runs", body, content_type="application/json")
+    ApiIdempotencyKey.objects.create(
+        tenant=api.tenant, key="crashed", fingerprint=request_fingerprint(sent)
     )
     retry = api.post("/runs", body, key="crashed")
     assert retry.status == 201
     assert "Idempotent-Replayed" not in retry.headers
-    record.refresh_from_db()
-    assert record.state == "completed"
+    assert Run.objects.count() == 1
+    assert ApiIdempotencyKey.objects.get().state == "completed"
 
 
 def test_a_server_error_frees_the_key_and_rolls_back_its_writes(tenant):

@@ -80,9 +80,7 @@ def test_a_plan_without_a_canonical_form_is_refused_before_anything_is_written(a
     assert not Run.objects.exists()
 
 
-def test_the_run_list_is_paginated_newest_first_with_a_next_link(
-    api, django_assert_num_queries
-):
+def test_the_run_list_is_paginated_newest_first_with_a_next_link(api, django_assert_num_queries):
     created = [make_run(api.tenant, goal=f"goal {number}") for number in range(25)]
     make_run(make_tenant(), goal="another tenant's run")
     # token lookup, its last-use write, the count and the page

@@ -19,9 +19,7 @@ REFUSED = [
     pytest.param(b'{"goal": "g", "plan": {"x": 1e400}}', "number_overflow", "$.plan.x", id="1e400"),
     pytest.param(b'{"goal": "\\ud800"}', "lone_surrogate", "$.goal", id="lone-surrogate"),
     pytest.param(b'{"goal": "g"} {"goal": "h"}', "trailing_data", "$", id="trailing-data"),
-    pytest.param(
-        f'{{"goal": "g", "plan": {NESTED}}}'.encode(), "too_deep", None, id="too-deep"
-    ),
+    pytest.param(f'{{"goal": "g", "plan": {NESTED}}}'.encode(), "too_deep", None, id="too-deep"),
     pytest.param(
         b'{"goal": "' + b"x" * 1_000_001 + b'"}', "too_large", "$", id="too-big-for-the-parser"
     ),

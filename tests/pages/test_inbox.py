@@ -437,7 +437,7 @@ def test_asking_again_for_a_request_still_waiting_is_refused(operator_client, te
     response = operator_client.post(reverse("inbox_ask_again", args=[action.pk]), **HTMX)
 
     assert response.status_code == 409
-    assert "only an expired request can be asked again" in response.content.decode()
+    assert "Only an expired request can be asked again" in response.content.decode()
 
 
 # --- Bulk ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from runs.selectors import PAGE_SIZE
-from tests.factories import make_observation, make_run
+from tests.factories import make_action, make_observation, make_run
 from tests.pages.conftest import make_waiting
 
 pytestmark = pytest.mark.django_db
@@ -23,6 +23,10 @@ RUN_PAGE_QUERIES = 11
 def add_waiting(tenant, count: int) -> None:
     for _ in range(count):
         make_waiting(tenant)
+
+
+def run_links(page: str) -> set[str]:
+    return set(re.findall(r'<a href="/runs/([0-9a-f-]{36})/">', page))
 
 
 def items_on(page: str) -> int:
@@ -47,7 +51,7 @@ def test_the_inbox_and_the_run_list_cost_the_same_queries_with_500_items_as_with
     assert items_on(small_inbox) == 5
     assert items_on(big_inbox) == PAGE_SIZE
     assert "<strong>500</strong> waiting" in big_inbox
-    assert big_runs.count('<a href="/runs/') == PAGE_SIZE
+    assert len(run_links(big_runs)) == PAGE_SIZE
 
 
 def test_keyset_pages_walk_the_whole_inbox_once_at_a_fixed_cost(
@@ -76,7 +80,7 @@ def test_the_run_list_walks_its_keyset_pages(operator_client, tenant):
 
     second = operator_client.get(next_url).content.decode()
 
-    assert second.count('<a href="/runs/') == 3
+    assert len(run_links(second)) == 3
 
 
 def test_the_run_page_costs_the_same_queries_with_500_events_as_with_5(
@@ -91,6 +95,7 @@ def test_the_run_page_costs_the_same_queries_with_500_events_as_with_5(
     other = make_run(tenant)
     for number in range(500):
         make_observation(other, summary=f"seen {number}")
+    make_action(other)
     with django_assert_num_queries(RUN_PAGE_QUERIES):
         page = operator_client.get(reverse("run_detail", args=[other.pk])).content.decode()
 

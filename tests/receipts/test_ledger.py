@@ -49,7 +49,9 @@ def ledger(tenant, approver):
     first = send_with_receipt(approved_action(tenant, approver), receipt_id="rcpt-first")
     # The external system answered the second intent (same digest) with the first one's key.
     second = send_with_receipt(
-        approved_action(tenant, approver), receipt_id="rcpt-second", echoed_key=first.idempotency_key
+        approved_action(tenant, approver),
+        receipt_id="rcpt-second",
+        echoed_key=first.idempotency_key,
     )
     in_doubt = send_without_answer(approved_action(tenant, approver))
     orphan_action = send_without_answer(approved_action(tenant, approver))
@@ -74,9 +76,7 @@ def test_the_ledger_lists_every_receipt_of_the_tenant_newest_first(auditor_clien
     assert "rcpt-proven" in response.content.decode()
 
 
-def test_sent_without_a_receipt_lists_actions_with_attempts_and_no_receipt(
-    auditor_client, ledger
-):
+def test_sent_without_a_receipt_lists_actions_with_attempts_and_no_receipt(auditor_client, ledger):
     response = auditor_client.get(reverse("receipt_ledger"), {"view": "unreceipted"})
 
     assert _ids(response) == [ledger["in_doubt"].pk]
@@ -228,7 +228,9 @@ def test_walking_the_pages_visits_every_row_once_in_order(
             receipt_id=f"rcpt-extra-{number}",
             echoed_key=first.idempotency_key if number % 2 else None,
         )
-        send_without_answer(approved_action(tenant, approver))
+        uncertain = send_without_answer(approved_action(tenant, approver))
+        if number % 2:
+            _unproven_receipt(uncertain, receipt_id=f"rcpt-orphan-{number}")
     monkeypatch.setattr(receipts_views, "PAGE_SIZE", 2)
 
     seen, query = [], {"view": view}
@@ -294,9 +296,7 @@ def test_the_unreceipted_export_lists_the_sent_actions(auditor_client, ledger):
     header, *lines = _csv(auditor_client.get(reverse("receipt_export"), {"view": "unreceipted"}))
 
     assert header[:2] == ["run_id", "action_id"]
-    assert [(line[0], line[8]) for line in lines] == [
-        (str(ledger["in_doubt"].run_id), "uncertain")
-    ]
+    assert [(line[0], line[8]) for line in lines] == [(str(ledger["in_doubt"].run_id), "uncertain")]
 
 
 def test_each_export_is_in_the_audit_chain(auditor_client, auditor, tenant, ledger):
@@ -314,7 +314,7 @@ def test_a_receipt_id_that_looks_like_a_formula_is_exported_as_text(
 
     _, *lines = _csv(auditor_client.get(reverse("receipt_export")))
 
-    assert [line[0] for line in lines] == ["'-2+3", "'=HYPERLINK(\"http://x\")"]
+    assert [line[0] for line in lines] == ["'-2+3", '\'=HYPERLINK("http://x")']
     assert lines[0][4] == "2"
 
 
@@ -324,8 +324,9 @@ def test_the_export_costs_the_same_queries_with_many_rows(
     for number in range(12):
         send_with_receipt(approved_action(tenant, approver), receipt_id=f"rcpt-{number}")
 
-    # session, user, memberships, the audit row (head lock, insert, head update), the rows.
-    with django_assert_num_queries(7, exact=False):
+    # session, user, memberships; the audit row (savepoint, head lock, insert, head update,
+    # release); the rows through one server-side cursor.
+    with django_assert_num_queries(9):
         lines = _csv(auditor_client.get(reverse("receipt_export")))
 
     assert len(lines) == 13

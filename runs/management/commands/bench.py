@@ -1,0 +1,181 @@
+"""The benchmark: approved writes per second and what bounds them, in one run.
+
+Run it against a dedicated database and Redis database (it creates tenants, runs and
+jobs there), with no other worker listening on the execution queue:
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/countersign_bench \\
+    REDIS_URL=redis://127.0.0.1:6379/13 python manage.py migrate
+    ... python manage.py bench
+
+Benchmarks are never timed assertions: this command reports, it does not pass or fail
+(except when a measurement cannot be made at all). See docs/PERFORMANCE.md.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from bench import measure
+from bench.report import Figure, as_json, table
+from control.models import Tenant
+
+SECTIONS = ("writes", "rq", "dbos", "ceiling", "commits", "latency", "pages", "rss")
+MB = 1024 * 1024
+
+
+class Command(BaseCommand):
+    help = "Measure approved writes/s (1 and 2 workers) against bare RQ, DBOS and PostgreSQL."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--writes", type=int, default=10_000, help="intents per worker count")
+        parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2")
+        parser.add_argument("--rq-jobs", type=int, default=20_000)
+        parser.add_argument("--dbos-workflows", type=int, default=4_000)
+        parser.add_argument("--ceiling-commits", type=int, default=10_000)
+        parser.add_argument("--commit-sample", type=int, default=500)
+        parser.add_argument("--latency-samples", type=int, default=300)
+        parser.add_argument(
+            "--pages-tenant",
+            default="volume",
+            help="tenant whose inbox and runs pages are measured (seed it with seed_volume)",
+        )
+        parser.add_argument("--skip", default="", help=f"comma-separated: {', '.join(SECTIONS)}")
+        parser.add_argument("--json", dest="json_path", help="also write the figures here")
+
+    def handle(self, *args, **options):
+        skip = {name.strip() for name in options["skip"].split(",") if name.strip()}
+        if unknown := skip - set(SECTIONS):
+            raise CommandError(f"unknown sections to skip: {sorted(unknown)}")
+        worker_counts = [int(n) for n in options["workers"].split(",") if n.strip()]
+        figures: list[Figure] = []
+        say = self._say(options["verbosity"])
+        try:
+            self._run(options, skip, worker_counts, figures, say)
+        except (RuntimeError, TimeoutError) as error:
+            raise CommandError(str(error)) from error
+        command = shlex.join(["python", "manage.py", "bench", *sys.argv[2:]])
+        self.stdout.write(table(figures))
+        if options["json_path"]:
+            with open(options["json_path"], "w") as out:
+                out.write(as_json(figures, command=command) + "\n")
+
+    def _say(self, verbosity: int):
+        def say(message: str) -> None:
+            if verbosity:
+                self.stderr.write(message)
+
+        return say
+
+    def _run(self, options, skip, worker_counts, figures, say) -> None:
+        writes, rq, dbos = {}, {}, {}
+        if "ceiling" not in skip:
+            say("commit ceiling ...")
+            ceiling = measure.measure_commit_ceiling(count=options["ceiling_commits"])
+            figures.append(Figure("single-row commits/s, 1 process", ceiling, "/s"))
+        if "writes" not in skip:
+            for workers in worker_counts:
+                say(f"approved writes, {workers} worker(s) ...")
+                result = measure.measure_writes(count=options["writes"], workers=workers)
+                if result.succeeded != result.actions:
+                    raise CommandError(f"{result.succeeded} of {result.actions} writes succeeded")
+                writes[workers] = result
+                figures.append(
+                    Figure(
+                        f"approved writes/s, {workers} worker(s)",
+                        result.per_second,
+                        "/s",
+                        (">=", 1000) if workers == max(worker_counts) else None,
+                        f"{result.actions} writes in {result.seconds:.1f}s",
+                    )
+                )
+            last = writes[max(worker_counts)]
+            figures.append(
+                Figure("worker RSS (max)", max(last.worker_rss) / MB, "MB", ("<", 150))
+            )
+            figures.append(Figure("worker peak RSS (max)", max(last.worker_peak_rss) / MB, "MB"))
+        if "rq" not in skip:
+            for workers in worker_counts:
+                say(f"bare RQ no-op jobs, {workers} worker(s) ...")
+                rq[workers] = measure.measure_rq(count=options["rq_jobs"], workers=workers)
+                figures.append(
+                    Figure(f"bare RQ jobs/s, {workers} worker(s)", rq[workers].per_second, "/s")
+                )
+        if "dbos" not in skip:
+            for processes in worker_counts:
+                say(f"DBOS one-step workflows, {processes} process(es) ...")
+                dbos[processes] = measure.measure_dbos(
+                    count=options["dbos_workflows"], processes=processes
+                )
+                figures.append(
+                    Figure(
+                        f"DBOS one-step workflows/s, {processes} process(es)",
+                        dbos[processes].per_second,
+                        "/s",
+                    )
+                )
+        for workers in worker_counts:
+            if workers in writes and workers in rq:
+                figures.append(
+                    Figure(
+                        f"writes / bare RQ jobs, {workers} worker(s)",
+                        writes[workers].per_second / rq[workers].per_second,
+                        "x",
+                        (">=", 3) if workers == max(worker_counts) else None,
+                    )
+                )
+            if workers in writes and workers in dbos:
+                figures.append(
+                    Figure(
+                        f"writes / DBOS workflows, {workers} process(es)",
+                        writes[workers].per_second / dbos[workers].per_second,
+                        "x",
+                        (">=", 1) if workers == max(worker_counts) else None,
+                    )
+                )
+        if "commits" not in skip:
+            say("commits per action ...")
+            commits = measure.measure_commits_per_action(count=options["commit_sample"])
+            figures.append(
+                Figure(
+                    "write commits per action",
+                    commits.writes_per_action,
+                    "",
+                    ("<=", 3),
+                    f"{commits.transactions_per_action:.1f} transactions (with read-only), "
+                    f"{commits.statements_per_action:.0f} statements per action",
+                )
+            )
+        if "latency" not in skip:
+            say("approval-to-dispatch latency ...")
+            workers = max(worker_counts)
+            latency = measure.measure_latency(count=options["latency_samples"], workers=workers)
+            figures.append(Figure("approval-to-dispatch p50", latency.median * 1000, "ms"))
+            figures.append(
+                Figure(
+                    "approval-to-dispatch p99",
+                    latency.percentile(99) * 1000,
+                    "ms",
+                    ("<", 250),
+                    f"{len(latency.samples)} approvals at {latency.approvals_per_second:.0f}/s, "
+                    f"{workers} workers",
+                )
+            )
+        tenant = Tenant.objects.filter(name=options["pages_tenant"]).first()
+        if "pages" not in skip and tenant is not None:
+            say(f"pages of tenant {tenant.name} ...")
+            for page in measure.measure_pages(tenant=tenant, paths=["/inbox/", "/runs/"]):
+                if page.status != 200:
+                    raise CommandError(f"{page.path} answered {page.status}")
+                figures.append(Figure(f"{page.path} queries", page.queries, "", ("<=", 10)))
+                figures.append(
+                    Figure(f"{page.path} server time (median)", page.milliseconds, "ms", ("<", 50))
+                )
+        elif "pages" not in skip:
+            say(f"no tenant {options['pages_tenant']!r}: run seed_volume to measure the pages")
+        if "rss" not in skip and tenant is not None:
+            say("web process RSS ...")
+            rss = measure.measure_web_rss(paths=["/inbox/", "/runs/"], tenant=tenant)
+            figures.append(Figure("web process RSS", rss / MB, "MB", note="runserver --noreload"))

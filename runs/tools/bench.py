@@ -1,0 +1,53 @@
+"""`bench.noop`: an in-process idempotent tool that does nothing, for the benchmark.
+
+It lets `manage.py bench` measure Countersign's own execution path (lease, grant check,
+attempt, receipt, events, checkpoints) without an HTTP round trip to the sandbox. Its
+"external system" has no state: the receipt is a pure function of the key and the digest,
+so sending the same intent twice yields the same receipt, which is exactly what a
+deduplicating tool promises. It is registered only where settings.COUNTERSIGN_EXTRA_TOOLS
+names it (bench.settings does), never in production.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, ClassVar
+
+from runs.tools.base import Timeout, Tool, ToolCall, ToolReceipt
+from runs.tools.schema import DRAFT_2020_12
+
+
+class BenchNoop(Tool):
+    name = "bench.noop"
+    needs_approval = True
+    dedupes_by_key = True
+    # With no external state there is nothing to query: an uncertain outcome (never raised
+    # here) would go to reconciliation like any other unqueryable tool's.
+    queryable_by_key = False
+    effect_class = "idempotent"
+    retry_after_uncertain_allowed = True
+    target_schema: ClassVar[dict[str, Any]] = {"type": "string", "pattern": "^[a-z0-9-]{1,64}$"}
+    args_schema: ClassVar[dict[str, Any]] = {
+        "$schema": DRAFT_2020_12,
+        "title": "bench.noop arguments",
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0}},
+        "required": [],
+        "additionalProperties": False,
+    }
+
+    def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
+        self.check_call(call)
+        seed = f"{call.idempotency_key}\n{call.intent_digest}".encode()
+        digest = hashlib.sha256(seed).hexdigest()
+        return ToolReceipt(
+            idempotency_key=call.idempotency_key,
+            intent_digest=call.intent_digest,
+            receipt_id=f"noop_{digest[:32]}",
+            target_version=None,
+            status="done",
+            raw_response_hash=f"sha256:{digest}",
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "benchmark_only": True}

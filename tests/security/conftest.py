@@ -1,0 +1,29 @@
+"""Fixtures for the security tests: people in tenants, and evidence reached through services."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import make_tenant, make_user
+
+PASSWORD = "a-long-test-password"
+
+
+@pytest.fixture
+def tenant():
+    return make_tenant("acme")
+
+
+@pytest.fixture
+def other_tenant():
+    return make_tenant("globex")
+
+
+@pytest.fixture
+def approver(tenant):
+    return make_user(tenant, "operator", username="olivia")
+
+
+@pytest.fixture
+def superuser(django_user_model):
+    return django_user_model.objects.create_superuser("root", password=PASSWORD)

@@ -1,0 +1,103 @@
+"""control.settings_production passes `check --deploy` and refuses to start misconfigured."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _manage(tmp_path, *args: str, settings: str = "control.settings_production", **env: str):
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "COUNTERSIGN_"))
+    }
+    environment.update(
+        {
+            "DJANGO_SETTINGS_MODULE": settings,
+            "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+            "COUNTERSIGN_CHECKPOINT_KEYS": "k1:" + secrets.token_urlsafe(32),
+            "DJANGO_ALLOWED_HOSTS": "countersign.example.com",
+            # `check` inspects the database's features; a file of our own keeps it hermetic.
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'check.sqlite3'}",
+            "SANDBOX_DATABASE_URL": f"sqlite:///{tmp_path / 'sandbox.sqlite3'}",
+        }
+    )
+    environment.update(env)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={key: value for key, value in environment.items() if value is not None},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_deploy_check_reports_nothing_with_production_settings(tmp_path):
+    result = _manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout
+
+
+def test_the_deploy_check_does_warn_with_the_development_settings(tmp_path):
+    result = _manage(
+        tmp_path, "check", "--deploy", "--fail-level", "WARNING", settings="control.settings"
+    )
+
+    assert result.returncode != 0
+    for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
+        assert warning in result.stderr + result.stdout
+
+
+def test_production_settings_name_the_cookies_for_https_only(tmp_path):
+    script = (
+        "from django.conf import settings as s;"
+        "print(s.SESSION_COOKIE_NAME, s.CSRF_COOKIE_NAME, s.SESSION_COOKIE_SECURE,"
+        " s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS,"
+        " s.SECURE_REDIRECT_EXEMPT)"
+    )
+
+    result = _manage(tmp_path, "shell", "--no-imports", "-c", script)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split(maxsplit=6) == [
+        "__Host-sessionid",
+        "__Host-csrftoken",
+        "True",
+        "True",
+        "True",
+        "31536000",
+        "['^healthz$']\n",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("env", "refusal"),
+    [
+        ({"DJANGO_DEBUG": "1"}, "refuses DJANGO_DEBUG"),
+        ({"DJANGO_SECRET_KEY": "short-but-set"}, "DJANGO_SECRET_KEY must be 50+"),
+        ({"DJANGO_SECRET_KEY": "a" * 60}, "DJANGO_SECRET_KEY must be 50+"),
+        ({"DJANGO_ALLOWED_HOSTS": None}, "DJANGO_ALLOWED_HOSTS must name"),
+        ({"COUNTERSIGN_CHECKPOINT_KEYS": "k1:only-sixteen-chars"}, "needs a random secret"),
+        (
+            {"COUNTERSIGN_CHECKPOINT_KEYS": "demo-1:insecure-demo-checkpoint-key-padded-out"},
+            "needs a random secret",
+        ),
+    ],
+    ids=["debug", "short-key", "repetitive-key", "no-hosts", "short-mac-key", "demo-mac-key"],
+)
+def test_production_settings_refuse_to_load_misconfigured(tmp_path, env, refusal):
+    result = _manage(tmp_path, "check", **env)
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr
+    assert refusal in result.stderr
