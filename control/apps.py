@@ -5,3 +5,7 @@ from django.apps import AppConfig
 
 class ControlConfig(AppConfig):
     name = "control"
+
+    def ready(self) -> None:
+        # Connects the login audit and throttling signal handlers.
+        from control import auth  # noqa: F401

@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_rq",
+    # Serves the API docs' assets from our static files (the CSP allows no CDN).
+    "ninja",
     "control",
     "runs",
     "reconciliation",

@@ -7,15 +7,18 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from control import views
+from control.auth import login_view
 from control.api import api
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/inbox/", permanent=False)),
     path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", login_view, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
     path("api/v1/", api.urls),
+    path("receipts/", include("runs.receipts_urls")),
     path("sandbox/", include("sandbox.urls")),
     path("", include("runs.urls")),
 ]

@@ -127,6 +127,8 @@ def receipt_record(
     action, run = _load(action_pk)
     if receipt.intent_digest != action.intent_digest:
         raise ValueError("a receipt for another intent cannot prove this action")
+    if receipt.idempotency_key and receipt.idempotency_key != action.idempotency_key:
+        raise ValueError("a receipt under another key cannot prove this action")
     Receipt.objects.create(
         tenant_id=action.tenant_id,
         action=action,

@@ -119,6 +119,10 @@ class InboxItem:
     def grants(self) -> list[Approval]:
         return [a for a in self.action.approvals.all() if a.decision == Approval.Decision.APPROVE]
 
+    @property
+    def missing_approvals(self) -> int:
+        return max(self.action.required_approvals - len(self.grants), 0)
+
     @cached_property
     def mine(self) -> Approval | None:
         return next((a for a in self.action.approvals.all() if a.approver_id == self.user_pk), None)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 
 from control.models import ApiToken
-from control.services import api_token_revoke
+from control.services import api_token_revoke, token_hash
 from runs.models import Run
 from tests.api.conftest import ApiClient, assert_problem, make_token
 
@@ -63,3 +66,14 @@ def test_the_openapi_document_is_public_and_declares_bearer_auth(client):
         "type": "http",
         "scheme": "bearer",
     }
+
+
+def test_a_token_printed_once_by_createapitoken_opens_the_api(tenant):
+    out = StringIO()
+    call_command(
+        "createapitoken", "--tenant", tenant.name, "--name", "from-the-command", stdout=out
+    )
+    token = out.getvalue().strip()
+    assert ApiClient(token).get("/runs").status == 200
+    row = ApiToken.objects.get(name="from-the-command")
+    assert row.token_hash == token_hash(token)

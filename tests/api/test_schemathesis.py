@@ -27,7 +27,7 @@ from runs.services import approval_decide
 from tests.api.conftest import make_token
 from tests.factories import make_action, make_run, make_tenant, make_user
 
-EXAMPLES_PER_OPERATION = 25
+EXAMPLES_PER_OPERATION = 40
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

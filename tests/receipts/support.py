@@ -7,7 +7,7 @@ import hashlib
 from control.models import Tenant
 from reconciliation.services import case_open
 from runs import protocol
-from runs.models import Action
+from runs.models import Action, Receipt
 from runs.services import lease_claim, lease_release
 from runs.tools.base import ToolReceipt
 from tests.factories import approve, make_action, make_run
@@ -27,8 +27,9 @@ def approved_action(tenant: Tenant, approver, *, target: str = "ticket-7") -> Ac
 
 
 def send_with_receipt(action: Action, *, receipt_id: str, echoed_key: str | None = None) -> Action:
-    """Sent and answered. `echoed_key` is the key the external system put in its receipt;
-    by default the action's own."""
+    """Sent and answered. `echoed_key` is a key other than the action's own on its receipt:
+    the protocol refuses such a receipt, so it is written over the stored one afterwards, as
+    tampering or a row from an older version would leave it; the ledger must show it."""
     lease = lease_claim(run_id=action.run_id, owner=WORKER)
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
     assert attempt is not None
@@ -36,7 +37,7 @@ def send_with_receipt(action: Action, *, receipt_id: str, echoed_key: str | None
         action_pk=action.pk,
         lease=lease,
         receipt=ToolReceipt(
-            idempotency_key=echoed_key or action.idempotency_key,
+            idempotency_key=action.idempotency_key,
             intent_digest=action.intent_digest,
             receipt_id=receipt_id,
             target_version=2,
@@ -48,6 +49,8 @@ def send_with_receipt(action: Action, *, receipt_id: str, echoed_key: str | None
         attempt_pk=attempt.pk,
     )
     lease_release(lease=lease)
+    if echoed_key:
+        Receipt.objects.filter(action=action).update(idempotency_key=echoed_key)
     action.refresh_from_db()
     return action
 

@@ -19,7 +19,7 @@ from tests.receipts.support import (
     send_without_answer,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.urls")]
+pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 

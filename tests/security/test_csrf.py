@@ -14,7 +14,7 @@ from control.models import AuditEntry
 from tests.factories import make_user
 from tests.security.conftest import PASSWORD
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.urls")]
+pytestmark = pytest.mark.django_db
 HOST = "testserver"
 FOREIGN = "https://evil.example"
 POST_FORM = re.compile(r"<form\b[^>]*\bmethod=[\"']?post[\"']?[^>]*>(.*?)</form>", re.I | re.S)

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from tests.factories import make_user
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.urls")]
+pytestmark = pytest.mark.django_db
 
 
 def _directives(response) -> dict[str, str]:

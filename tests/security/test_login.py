@@ -17,7 +17,7 @@ from control.models import AuditEntry, LoginFailure
 from tests.factories import make_user
 from tests.security.conftest import PASSWORD
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.urls")]
+pytestmark = pytest.mark.django_db
 LOCKED = "Too many failed logins"
 
 
