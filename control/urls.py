@@ -7,8 +7,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from control import views
-from control.auth import login_view
 from control.api import api
+from control.auth import login_view
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/inbox/", permanent=False)),
