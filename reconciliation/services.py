@@ -376,3 +376,38 @@ def _apply(case, *, resolution: str, receipt, note: str, actor: str, confirm_res
         )
     else:
         protocol.action_abandon(action_pk=action.pk, reason=note, actor=actor)
+
+
+def case_probe_now(*, case: ReconciliationCase, user) -> bool:
+    """A reconciler asks for a probe now: a live query by key and read of the target. A probing
+    case's next probe becomes due; an open one goes back to probing for one more probe (it
+    returns to the queue unless the probe proves the outcome). Returns whether this request
+    probed: a sweeper may have claimed the case a moment earlier."""
+    if not has_any_role(user, case.tenant, RECONCILER_ROLES):
+        raise NotAllowed("only a reconciler of this tenant may probe cases")
+    with transaction.atomic():
+        now = db_now()
+        # A probe in progress holds next_probe_at minutes ahead (see _claim_probe): leave it be.
+        scheduled = timedelta(seconds=max(PROBE_DELAYS))
+        cases = ReconciliationCase.objects.filter(pk=case.pk)
+        updated = (
+            cases.filter(status=CaseStatus.OPEN)
+            | cases.filter(status=CaseStatus.PROBING, next_probe_at__lte=now + scheduled)
+        ).update(status=CaseStatus.PROBING, next_probe_at=now)
+        if updated != 1:
+            case.refresh_from_db(fields=["status"])
+            if case.status == CaseStatus.PROBING:
+                raise InvalidTransition("a probe of this case is running right now; reload")
+            raise InvalidTransition(f"the case is {case.status}: there is nothing to probe")
+        audit_record(
+            actor=user.get_username(),
+            verb="case.probe_now",
+            tenant=case.tenant,
+            object_type="case",
+            object_id=str(case.pk),
+            reason="a reconciler asked for a probe now",
+            data={"status": case.status, "probes": case.probes},
+        )
+    probed = case_probe(case_pk=case.pk)
+    case.refresh_from_db()
+    return probed

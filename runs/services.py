@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
@@ -299,30 +299,53 @@ def action_propose(
         target, args = adapter.normalize(target=target, args=args)
     except tool_errors.ToolError as error:
         raise InvalidArguments(str(error)) from None
-    digest = intent_digest(tool=tool, target=target, args=args)
-    existing = Action.objects.filter(run=run, action_id=action_id).first()
+    try:
+        digest = intent_digest(tool=tool, target=target, args=args)
+        idempotency_key(
+            run_id=str(run.pk),
+            action_id=action_id,
+            target=target,
+            contract_version=contract_version,
+        )
+    except ValueError as error:
+        raise InvalidArguments(str(error)) from None
+    existing = _frozen_as(run, action_id=action_id, digest=digest)
     if existing is not None:
-        if existing.intent_digest != digest:
-            raise IntentConflict(
-                f"action {action_id!r} was frozen with digest {existing.intent_digest}; "
-                "new arguments need a new action id"
-            )
         return existing, False
     if run_enforce_limits(run=run):
         raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
-    return _action_freeze(
-        run=run,
-        action_id=action_id,
-        tool=tool,
-        target=target,
-        args=args,
-        contract_version=contract_version,
-        digest=digest,
-        proposed_by=proposed_by,
-        observation=observation,
-        proposed_by_user=proposed_by_user,
-        supersedes=supersedes,
-    ), True
+    try:
+        with transaction.atomic():
+            return _action_freeze(
+                run=run,
+                action_id=action_id,
+                tool=tool,
+                target=target,
+                args=args,
+                contract_version=contract_version,
+                digest=digest,
+                proposed_by=proposed_by,
+                observation=observation,
+                proposed_by_user=proposed_by_user,
+                supersedes=supersedes,
+            ), True
+    except IntegrityError:
+        # A concurrent proposal of the same logical action won the unique constraint.
+        existing = _frozen_as(run, action_id=action_id, digest=digest)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _frozen_as(run: Run, *, action_id: str, digest: str) -> Action | None:
+    """The intent already frozen under this logical id, if its digest is the same one."""
+    existing = Action.objects.filter(run=run, action_id=action_id).first()
+    if existing is not None and existing.intent_digest != digest:
+        raise IntentConflict(
+            f"action {action_id!r} was frozen with digest {existing.intent_digest}; "
+            "new arguments need a new action id"
+        )
+    return existing
 
 
 @transaction.atomic

@@ -29,7 +29,8 @@ def test_a_wrong_password_is_refused_with_a_message(client, tenant):
     response = client.post(reverse("login"), {"username": "olga", "password": "wrong"})
 
     assert response.status_code == 200
-    assert "didn't match" in response.content.decode()
+    assert 'class="error" role="alert"' in response.content.decode()
+    assert "_auth_user_id" not in client.session
 
 
 def test_logging_out_ends_the_session(operator_client):

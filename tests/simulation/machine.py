@@ -22,14 +22,20 @@ import django_rq
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from rq.job import Job
 
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
 from runs import protocol, worker
 from runs.events import LeaseToken
-from runs.exceptions import LeaseLost, StaleState
+from runs.exceptions import GrantMismatch, LeaseLost, StaleState
 from runs.faults import FAULT_POINTS
 from runs.models import Action, Attempt, OutboxMessage, Receipt, Run
 from runs.services import (
@@ -116,9 +122,14 @@ class CountersignMachine(RuleBasedStateMachine):
 
     # --- the agent and the operator --------------------------------------------------------
 
-    @precondition(lambda self: self.proposed < 6)
-    @rule(tool=st.sampled_from(TOOL_NAMES), same_run=st.booleans())
-    def propose(self, tool: str, same_run: bool) -> None:
+    @initialize()
+    def two_approved_intents(self) -> None:
+        for tool in TOOL_NAMES:
+            self.propose(tool=tool, same_run=False, approve=True)
+
+    @precondition(lambda self: self.proposed < 8)
+    @rule(tool=st.sampled_from(TOOL_NAMES), same_run=st.booleans(), approve=st.booleans())
+    def propose(self, tool: str, same_run: bool, approve: bool) -> None:
         run = None
         if same_run:
             run = Run.objects.filter(tenant=self.tenant, phase=Run.Phase.RUNNING).first()
@@ -132,7 +143,7 @@ class CountersignMachine(RuleBasedStateMachine):
             summary="seen",
             actor="agent",
         )
-        action_propose(
+        action, _ = action_propose(
             run=run,
             action_id=f"write-{self.proposed}",
             tool=tool,
@@ -143,6 +154,14 @@ class CountersignMachine(RuleBasedStateMachine):
             proposed_by="agent",
         )
         self.proposed += 1
+        if approve:
+            approval_decide(
+                action=action,
+                approver=self.operator,
+                decision="approve",
+                seen_digest=action.intent_digest,
+                seen_state_version=action.base_version,
+            )
 
     def _waiting(self) -> Action | None:
         return (
@@ -156,13 +175,16 @@ class CountersignMachine(RuleBasedStateMachine):
         action = self._waiting()
         if action is None:
             return
-        approval_decide(
-            action=action,
-            approver=self.operator,
-            decision="reject" if reject else "approve",
-            seen_digest=action.intent_digest,
-            seen_state_version=action.base_version,
-        )
+        try:
+            approval_decide(
+                action=action,
+                approver=self.operator,
+                decision="reject" if reject else "approve",
+                seen_digest=action.intent_digest,
+                seen_state_version=action.base_version,
+            )
+        except GrantMismatch:
+            COVERAGE["decision_refused"] += 1  # the page tells the operator it expired
 
     @rule()
     def approval_clock_passes_expiry(self) -> None:

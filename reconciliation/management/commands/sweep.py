@@ -9,6 +9,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from control.api_idempotency import purge_expired
 from reconciliation.services import open_missing_cases, probe_due_cases
 from runs.sweep import sweep_once
 
@@ -34,11 +35,12 @@ class Command(BaseCommand):
             report = sweep_once()
             cases = open_missing_cases()
             probed = probe_due_cases()
+            purged = purge_expired()
             if options["verbosity"] > 1 or (options["verbosity"] and not loop):
                 self.stdout.write(
                     f"relayed {report.relayed}, expired {report.expired}, stopped "
                     f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}, "
-                    f"probes {probed}"
+                    f"probes {probed}, idempotency keys purged {purged}"
                 )
             for error in report.errors:
                 self.stderr.write(error)
