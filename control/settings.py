@@ -161,6 +161,34 @@ COUNTERSIGN_CHECKPOINT_KEYS = env_signing_keys(
 COUNTERSIGN_LEASE_SECONDS = env_int("COUNTERSIGN_LEASE_SECONDS", 30, minimum=1)
 COUNTERSIGN_APPROVAL_SECONDS = env_int("COUNTERSIGN_APPROVAL_SECONDS", 24 * 3600, minimum=1)
 
+# Email (approval requested / about to expire / expired) and the optional signed webhook.
+_EMAIL_BACKEND = env_str(
+    "COUNTERSIGN_EMAIL_BACKEND",
+    default="django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+MAILERS = {
+    "default": {
+        "BACKEND": _EMAIL_BACKEND,
+        "OPTIONS": {
+            "host": env_str("COUNTERSIGN_EMAIL_HOST", default="localhost"),
+            "port": env_int("COUNTERSIGN_EMAIL_PORT", 25, minimum=1),
+        }
+        if _EMAIL_BACKEND.endswith("smtp.EmailBackend")
+        else {},
+    }
+}
+DEFAULT_FROM_EMAIL = env_str("COUNTERSIGN_NOTIFY_FROM", default="countersign@localhost")
+COUNTERSIGN_NOTIFY_FROM = DEFAULT_FROM_EMAIL
+COUNTERSIGN_BASE_URL = env_str("COUNTERSIGN_BASE_URL", default="http://localhost:8000")
+COUNTERSIGN_NOTIFY_WEBHOOK_URL = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_URL", default="")
+COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", default="")
+# A waiting request this close to its expiry gets an "about to expire" notification.
+COUNTERSIGN_APPROVAL_WARNING_SECONDS = env_int(
+    "COUNTERSIGN_APPROVAL_WARNING_SECONDS", 3600, minimum=1
+)
+
 # Where the sandbox's external systems answer; Countersign reaches them only over HTTP.
 SANDBOX_URL = env_str("COUNTERSIGN_SANDBOX_URL", default="http://127.0.0.1:8000/sandbox/")
 SANDBOX_FAULTS = env_bool("SANDBOX_FAULTS", default=False)

@@ -40,7 +40,8 @@ def relay(messages) -> int:
             if not Job.exists(job_id, connection=queue.connection):
                 queue.enqueue(
                     message.job,
-                    str(message.run_id) if message.run_id else None,
+                    args=(str(message.run_id) if message.run_id else None,),
+                    kwargs=message.payload,
                     job_id=job_id,
                     result_ttl=0,
                     failure_ttl=24 * 3600,

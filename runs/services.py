@@ -20,6 +20,7 @@ from control.canonical import idempotency_key, intent_digest
 from control.clock import db_now
 from control.models import Tenant
 from control.tenancy import APPROVER_ROLES, has_any_role
+from runs import notifications
 from runs.checkpoints import checkpoint_write
 from runs.events import LeaseToken, append_event
 from runs.exceptions import (
@@ -62,6 +63,41 @@ class Policy:
     approval_seconds: int
 
 
+@transaction.atomic
+def tool_policy_set(
+    *,
+    tenant: Tenant,
+    tool: str,
+    needs_approval: bool,
+    four_eyes: bool,
+    required_approvals: int,
+    approval_seconds: int,
+    actor: str,
+) -> ToolPolicy:
+    """Sets a tenant's approval policy for one tool; intents proposed from now on follow it
+    (those already frozen keep the policy they were proposed under)."""
+    try:
+        get_tool(tool)
+    except tool_errors.ToolError as error:
+        raise InvalidArguments(str(error)) from None
+    values = {
+        "needs_approval": needs_approval,
+        "four_eyes": four_eyes,
+        "required_approvals": required_approvals,
+        "approval_seconds": approval_seconds,
+    }
+    policy, _ = ToolPolicy.objects.update_or_create(tenant=tenant, tool=tool, defaults=values)
+    audit_record(
+        actor=actor,
+        verb="tool_policy.set",
+        tenant=tenant,
+        object_type="tool_policy",
+        object_id=tool,
+        data=values,
+    )
+    return policy
+
+
 def policy_for(*, tenant: Tenant, tool: str) -> Policy:
     row = ToolPolicy.objects.filter(tenant=tenant, tool=tool).first()
     if row is not None:
@@ -76,10 +112,35 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
     )
 
 
-def outbox_write(run: Run, *, job: str, action: Action | None = None) -> OutboxMessage:
-    message = OutboxMessage.objects.create(tenant_id=run.tenant_id, job=job, run=run, action=action)
+def outbox_write(
+    run: Run, *, job: str, action: Action | None = None, payload: dict | None = None
+) -> OutboxMessage:
+    message = OutboxMessage.objects.create(
+        tenant_id=run.tenant_id, job=job, run=run, action=action, payload=payload or {}
+    )
     deliver_after_commit(message.pk)
     return message
+
+
+def notify_approvers(run: Run, action: Action, *, kind: str) -> OutboxMessage:
+    """Tells the tenant's operators about an approval moment, after commit, through RQ."""
+    return outbox_write(
+        run,
+        job=notifications.NOTIFY_JOB,
+        action=action,
+        payload={"action": str(action.pk), "kind": kind},
+    )
+
+
+def approval_warn_expiring(*, action: Action) -> bool:
+    """Once per request: tells operators it is about to expire. True when it wrote."""
+    already = OutboxMessage.objects.filter(
+        action=action, job=notifications.NOTIFY_JOB, payload__kind=notifications.EXPIRING
+    ).exists()
+    if already or action.status != Status.WAITING_APPROVAL:
+        return False
+    notify_approvers(action.run, action, kind=notifications.EXPIRING)
+    return True
 
 
 def action_set_status(action: Action, *, expected: set[str], status: str, **fields) -> None:
@@ -421,7 +482,9 @@ def _action_freeze(
             "pending_work": [action_id, *without(run.pending_work, action_id)],
         },
     )
-    if not policy.needs_approval:
+    if policy.needs_approval:
+        notify_approvers(run, action, kind=notifications.REQUESTED)
+    else:
         outbox_write(run, job=EXECUTE_JOB, action=action)
     checkpoint_write(run)
     return action
@@ -597,7 +660,11 @@ def action_edit_and_approve(
 
 
 def action_ask_again(*, action: Action, requester) -> Action:
-    """Re-proposes an expired request as a new intent (new logical id, so a new key)."""
+    """Re-proposes an expired request as a new intent (new logical id, so a new key). A
+    request past its expiry that the sweep has not marked yet is marked expired first."""
+    if action.status == Status.WAITING_APPROVAL:
+        approval_expire(action=action)
+        action.refresh_from_db()
     if action.status != Status.EXPIRED:
         raise InvalidTransition(f"only an expired request can be asked again, not {action.status}")
     if not has_any_role(requester, action.run.tenant, APPROVER_ROLES):
@@ -659,6 +726,7 @@ def approval_expire(*, action: Action) -> bool:
     if action.status != Status.WAITING_APPROVAL or action.expires_at > db_now():
         return False
     action_set_status(action, expected={Status.WAITING_APPROVAL}, status=Status.EXPIRED)
+    notify_approvers(run, action, kind=notifications.EXPIRED)
     append_event(
         run,
         type="action.expired",
@@ -758,7 +826,8 @@ def run_restore(*, state: dict, actor: str) -> Run:
         },
     )
     if pending is not None:
-        _restore_pending_action(run, pending)
+        restored = _restore_pending_action(run, pending)
+        notify_approvers(run, restored, kind=notifications.REQUESTED)
     checkpoint_write(run)
     audit_record(
         actor=actor,

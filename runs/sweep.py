@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import django_rq
 from django.conf import settings
@@ -18,10 +19,16 @@ from django.db.models.functions import Now
 from redis.exceptions import RedisError
 from rq.job import Job
 
+from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
 from runs.outbox import relay
-from runs.services import EXECUTE_JOB, approval_expire, run_enforce_limits
+from runs.services import (
+    EXECUTE_JOB,
+    approval_expire,
+    approval_warn_expiring,
+    run_enforce_limits,
+)
 
 logger = logging.getLogger(__name__)
 DRAIN_JOBS = 2
@@ -31,6 +38,7 @@ DRAIN_JOBS = 2
 class SweepReport:
     relayed: int = 0
     expired: int = 0
+    warned: int = 0
     stopped: int = 0
     drains_enqueued: int = 0
     errors: list[str] = field(default_factory=list)
@@ -55,6 +63,15 @@ def sweep_once() -> SweepReport:
             report.expired += approval_expire(action=action)
         except RunsError as error:
             report.errors.append(f"expire {action.pk}: {error}")
+    warning = timedelta(seconds=settings.COUNTERSIGN_APPROVAL_WARNING_SECONDS)
+    for action in (
+        Action.objects.filter(
+            status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
+        )
+        .exclude(outboxmessage__payload__kind=notifications.EXPIRING)
+        .select_related("run")
+    ):
+        report.warned += approval_warn_expiring(action=action)
     for run in Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES):
         try:
             report.stopped += run_enforce_limits(run=run)

@@ -23,7 +23,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget, trigger_client_event
 
-from control.audit import audit_record
 from control.models import Tenant
 from control.tenancy import APPROVER_ROLES
 from control.web import (
@@ -37,7 +36,7 @@ from control.web import (
 )
 from runs import selectors, services
 from runs.checkpoints import checkpoint_verify
-from runs.exceptions import CheckpointError, GrantMismatch, InvalidArguments, RunsError
+from runs.exceptions import CheckpointError, GrantMismatch, RunsError
 from runs.forms import (
     PRESET_REASONS,
     ApproveForm,
@@ -51,8 +50,7 @@ from runs.forms import (
     argument_diff,
     tool_names,
 )
-from runs.models import TERMINAL_PHASES, Action, Approval, Run, RunEvent, ToolPolicy
-from runs.tools.errors import ToolError
+from runs.models import TERMINAL_PHASES, Action, Approval, Run, RunEvent
 from runs.tools.registry import get_tool
 
 INBOX = "runs/action_inbox.html"
@@ -302,8 +300,6 @@ def inbox_reject(request: HttpRequest, action_pk) -> HttpResponse:
 def inbox_ask_again(request: HttpRequest, action_pk) -> HttpResponse:
     action = _action_or_404(request, action_pk)
     try:
-        # An overdue request the sweep has not reached yet is expired first (never approved).
-        services.approval_expire(action=action)
         again = services.action_ask_again(action=action, requester=request.user)
     except RunsError as error:
         return _item_response(request, action, refusal(error), status=409)
@@ -578,40 +574,6 @@ def _cancel_page(request, run: Run, form, *, error: str = "", status: int = 200)
 
 
 @transaction.atomic
-def tool_policy_set(
-    *,
-    tenant: Tenant,
-    tool: str,
-    needs_approval: bool,
-    four_eyes: bool,
-    required_approvals: int,
-    approval_seconds: int,
-    actor: str,
-) -> ToolPolicy:
-    """Interim home of a service that belongs in runs.services (see the pages' report):
-    sets a tenant's policy for one tool; intents proposed from now on follow it."""
-    try:
-        get_tool(tool)
-    except ToolError as error:
-        raise InvalidArguments(str(error)) from None
-    values = {
-        "needs_approval": needs_approval,
-        "four_eyes": four_eyes,
-        "required_approvals": required_approvals,
-        "approval_seconds": approval_seconds,
-    }
-    policy, _ = ToolPolicy.objects.update_or_create(tenant=tenant, tool=tool, defaults=values)
-    audit_record(
-        actor=actor,
-        verb="tool_policy.set",
-        tenant=tenant,
-        object_type="tool_policy",
-        object_id=tool,
-        data=values,
-    )
-    return policy
-
-
 def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[ToolPolicyForm]:
     stored = selectors.tool_policies(tenant=tenant)
     forms = []
@@ -655,7 +617,7 @@ def tool_policies(request: HttpRequest) -> HttpResponse:
         posted = ToolPolicyForm(request.POST, auto_id=policy_field_id(request.POST.get("tool", "")))
         if posted.is_valid():
             data = posted.cleaned_data
-            tool_policy_set(
+            services.tool_policy_set(
                 tenant=request.tenant,
                 tool=data["tool"],
                 needs_approval=data["needs_approval"],

@@ -10,8 +10,7 @@ from playwright.sync_api import expect
 
 from control.services import api_token_create
 from runs.models import Action
-from runs.services import action_edit_and_approve, approval_expire
-from runs.views import tool_policy_set
+from runs.services import action_edit_and_approve, approval_expire, tool_policy_set
 from tests.browser.conftest import log_in, screenshot
 from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
 from tests.processes import wait_until

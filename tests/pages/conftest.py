@@ -9,8 +9,7 @@ import pytest
 from django.contrib.messages import get_messages
 
 from runs.models import Action, Run
-from runs.services import approval_expire
-from runs.views import tool_policy_set
+from runs.services import approval_expire, tool_policy_set
 from tests.factories import make_action, make_run, make_tenant, make_user
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

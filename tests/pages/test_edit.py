@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Action, Approval
-from runs.views import tool_policy_set
+from runs.services import tool_policy_set
 from tests.factories import make_user
 from tests.pages.conftest import HTMX, binding, client_for, flashed, make_waiting
 

@@ -9,8 +9,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Action, Approval
-from runs.services import action_edit_and_approve
-from runs.views import tool_policy_set
+from runs.services import action_edit_and_approve, tool_policy_set
 from tests.factories import approve, make_action, make_observation, make_run, make_user
 from tests.pages.conftest import (
     HTMX,

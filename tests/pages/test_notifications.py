@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django.core import mail
 
+from runs.models import OutboxMessage
 from runs.notifications import (
     EXPIRED,
     EXPIRING,
@@ -20,7 +22,9 @@ from runs.notifications import (
     approval_notify,
     webhook_verify,
 )
-from tests.factories import approve, make_user
+from runs.services import approval_expire, approval_warn_expiring, tool_policy_set
+from runs.sweep import sweep_once
+from tests.factories import approve, make_action, make_run, make_user
 from tests.pages.conftest import make_expired, make_waiting
 
 pytestmark = pytest.mark.django_db
@@ -143,3 +147,33 @@ def test_an_unknown_kind_is_refused(tenant):
 
     with pytest.raises(ValueError, match="unknown notification kind"):
         approval_notify(action=str(action.pk), kind="reminder")
+
+
+def test_the_services_queue_each_approval_moment_once_for_the_notifier(tenant, mailoutbox):
+    with_email(make_user(tenant, "operator"), "ops@example.com")
+    tool_policy_set(
+        tenant=tenant,
+        tool="ticket.close",
+        needs_approval=True,
+        four_eyes=False,
+        required_approvals=1,
+        approval_seconds=1,
+        actor="tests",
+    )
+    action = make_action(make_run(tenant))
+    assert approval_warn_expiring(action=action) is True
+    assert approval_warn_expiring(action=action) is False
+    sweep_once()
+    time.sleep(1.1)
+    assert approval_expire(action=action) is True
+    kinds = [
+        m.payload["kind"]
+        for m in OutboxMessage.objects.filter(
+            action=action, job="runs.notifications.approval_notify"
+        ).order_by("pk")
+    ]
+    assert kinds == ["requested", "expiring", "expired"]
+    for message in OutboxMessage.objects.filter(job="runs.notifications.approval_notify"):
+        approval_notify(str(action.run_id), **message.payload)
+    subjects = [mail.subject for mail in mailoutbox]
+    assert subjects == [f"Approval expired, never approved: ticket.close {action.target}"]

@@ -194,7 +194,7 @@ def test_approval_moves_the_action_to_execution_and_writes_the_outbox_message():
         action.base_version,
         "ticket-7",
     )
-    assert OutboxMessage.objects.filter(action=action).count() == 1
+    assert OutboxMessage.objects.filter(action=action, job="runs.jobs.execute_run").count() == 1
     assert event_types(action.run)[-1] == "action.approved"
 
 
@@ -216,7 +216,7 @@ def test_rejection_returns_the_run_to_the_agent_with_the_reason():
         "wrong ticket",
         "running",
     )
-    assert not OutboxMessage.objects.exists()
+    assert not OutboxMessage.objects.filter(job="runs.jobs.execute_run").exists()
 
 
 def test_only_an_operator_of_the_tenant_may_decide():

@@ -92,9 +92,7 @@ class Command(BaseCommand):
                     )
                 )
             last = writes[max(worker_counts)]
-            figures.append(
-                Figure("worker RSS (max)", max(last.worker_rss) / MB, "MB", ("<", 150))
-            )
+            figures.append(Figure("worker RSS (max)", max(last.worker_rss) / MB, "MB", ("<", 150)))
             figures.append(Figure("worker peak RSS (max)", max(last.worker_peak_rss) / MB, "MB"))
         if "rq" not in skip:
             for workers in worker_counts:
