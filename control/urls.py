@@ -19,6 +19,7 @@ urlpatterns = [
     path("django-rq/", include("django_rq.urls")),
     path("api/v1/", api.urls),
     path("receipts/", include("runs.receipts_urls")),
+    path("reconciliation/", include("reconciliation.urls")),
     path("sandbox/", include("sandbox.urls")),
     path("", include("runs.urls")),
 ]

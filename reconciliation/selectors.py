@@ -12,7 +12,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Case, CharField, Count, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
 
 from control.models import AuditEntry, Tenant
 from reconciliation.models import ReconciliationCase
@@ -51,12 +63,13 @@ _BY_CAUSE = (
 )
 
 
-def _cause() -> Subquery:
-    """The words of the attempt whose outcome became unknown (its latest uncertain one)."""
+def _cause() -> Coalesce:
+    """The words of the attempt whose outcome became unknown (its latest uncertain one); once
+    a resolution settled that attempt, the case's own detail."""
     uncertain = Attempt.objects.filter(
         action=OuterRef("action_id"), status=Attempt.Status.UNCERTAIN
     ).order_by("-number")
-    return Subquery(uncertain.values("error")[:1])
+    return Coalesce(Subquery(uncertain.values("error")[:1]), F("detail"))
 
 
 def _reason_kind() -> Case:

@@ -31,7 +31,7 @@ from runs.models import Attempt
 from runs.saga import COMPENSATION_PREFIX
 from runs.tools.errors import ToolError
 from runs.tools.registry import get_tool
-from runs.views import ActionView, sentence
+from runs.views import ActionView
 
 CASES = "reconciliation/case_list.html"
 CASE = "reconciliation/case_detail.html"
@@ -50,6 +50,15 @@ class Outcome:
     detail: str = ""
     link: str = ""
     link_text: str = ""
+
+
+def sentence(text: str) -> str:
+    """A service's message as a sentence; a leading tool name (notify.send) keeps its case."""
+    text = text.strip()
+    first = text.split(" ", 1)[0]
+    if text and not any(mark in first for mark in "._:"):
+        text = text[0].upper() + text[1:]
+    return text if not text or text[-1] in ".!?" else text + "."
 
 
 def refusal(error: Exception | str) -> Outcome:
@@ -129,6 +138,8 @@ class Finding:
     number: int
     raw: dict
     intent_digest: str
+    # The earlier probe whose read was the same, so repeats show as one line.
+    same_read_as: int | None = None
 
     @cached_property
     def at(self) -> datetime | None:
@@ -159,7 +170,7 @@ class Finding:
 
     @property
     def read_is_state(self) -> bool:
-        return not isinstance(self.read, str)
+        return isinstance(self.read, dict | list)
 
     @property
     def read_json(self) -> str:
@@ -238,11 +249,14 @@ class CaseView:
     @cached_property
     def findings(self) -> list[Finding]:
         """Newest first."""
-        rows = [
-            Finding(number, raw, self.action.intent_digest)
-            for number, raw in enumerate(self.case.findings or [], start=1)
-            if isinstance(raw, dict)
-        ]
+        rows: list[Finding] = []
+        for number, raw in enumerate(self.case.findings or [], start=1):
+            if not isinstance(raw, dict):
+                continue
+            finding = Finding(number, raw, self.action.intent_digest)
+            if rows and rows[-1].read == finding.read:
+                finding.same_read_as = rows[-1].same_read_as or rows[-1].number
+            rows.append(finding)
         return list(reversed(rows))
 
     @property

@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from control.audit import audit_record
 from control.clock import db_now
 from runs import saga
 from runs.checkpoints import checkpoint_write
@@ -174,6 +175,19 @@ def receipt_record(
     )
     saga.step_succeeded(run, action=action, actor=worker)
     checkpoint_write(run)
+    # Last, so the audit chain's head row is locked only for the end of the transaction.
+    audit_record(
+        actor=worker,
+        verb=f"action.{final}",
+        tenant=run.tenant,
+        object_type="action",
+        object_id=str(action.pk),
+        data={
+            "receipt_id": receipt.receipt_id,
+            "source": source,
+            "idempotency_key": action.idempotency_key,
+        },
+    )
 
 
 @transaction.atomic

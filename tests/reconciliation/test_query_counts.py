@@ -21,7 +21,7 @@ from tests.pages.conftest import client_for
 from tests.reconciliation.test_cases import make_uncertain, probe_until_settled
 from tests.reconciliation.test_views import UNREACHABLE_SANDBOX, settle_with_receipt
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.reconciliation.urls")]
+pytestmark = pytest.mark.django_db
 
 # Session, user, memberships; then the counts, the page of cases, the cases being probed.
 QUEUE_QUERIES = 6

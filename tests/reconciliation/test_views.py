@@ -29,7 +29,7 @@ from tests.reconciliation.test_cases import (
     send_as_the_lost_request_did,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.reconciliation.urls")]
+pytestmark = pytest.mark.django_db
 
 UNREACHABLE_SANDBOX = "http://127.0.0.1:9/sandbox/"
 QUEUE = "/reconciliation/"
