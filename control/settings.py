@@ -90,7 +90,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/inbox/"
+LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # --- Security: authentication, sessions, cookies, headers (see SECURITY.md) ---------------

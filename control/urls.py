@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 
-from control import views
+from control import views, web
 from control.api import api
 from control.auth import login_view
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/inbox/", permanent=False)),
+    path("", web.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", login_view, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -17,7 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from control.models import Membership, Role, Tenant
@@ -101,15 +101,36 @@ def safe_next(request: HttpRequest, fallback: str) -> str:
     return fallback
 
 
+# Where each role starts its day, in order of preference for people with several roles.
+LANDINGS = (
+    (Role.OPERATOR, "inbox"),
+    (Role.ADMIN, "inbox"),
+    (Role.RECONCILER, "case_list"),
+    (Role.AUDITOR, "receipt_ledger"),
+)
+LISTS_BY_PREFIX = (("run", "run_list"), ("case", "case_list"), ("receipt", "receipt_ledger"))
+
+
+@require_GET
+@tenant_member()
+def home(request: HttpRequest) -> HttpResponse:
+    """After login: the page the person's roles in the current tenant make most useful."""
+    name = next(page for role, page in LANDINGS if role in request.roles)
+    return HttpResponseRedirect(reverse(name))
+
+
 def _landing_after_switch(path: str) -> str:
     """A page of one object belongs to the old tenant; land on its list instead."""
     try:
         match = resolve(path.split("?", 1)[0])
     except Resolver404:
-        return reverse("inbox")
+        return reverse("home")
     if not match.kwargs:
         return path
-    return reverse("run_list") if (match.url_name or "").startswith("run") else reverse("inbox")
+    url_name = match.url_name or ""
+    return reverse(
+        next((page for prefix, page in LISTS_BY_PREFIX if url_name.startswith(prefix)), "home")
+    )
 
 
 @require_POST
@@ -119,7 +140,7 @@ def tenant_switch(request: HttpRequest) -> HttpResponse:
     wanted = request.POST.get("tenant", "")
     if any(str(choice.tenant.pk) == wanted for choice in request.tenant_choices):
         request.session[SESSION_TENANT_KEY] = wanted
-    return HttpResponseRedirect(_landing_after_switch(safe_next(request, reverse("inbox"))))
+    return HttpResponseRedirect(_landing_after_switch(safe_next(request, reverse("home"))))
 
 
 def pretty_json(value) -> str:

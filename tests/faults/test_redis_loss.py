@@ -7,7 +7,7 @@ import requests
 from django.core.management import call_command
 from django.db import connection
 
-from runs.models import Action
+from runs.models import Action, OutboxMessage
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.processes import wait_until
@@ -25,7 +25,7 @@ def test_flushall_with_actions_queued_and_in_flight_then_one_sweep_finishes_all_
         action = make_action(make_run(tenant), target=f"ticket-{number}")
         approve(action, operator)
         actions.append(action)
-    assert redis_queue.count == 10
+    assert redis_queue.count == OutboxMessage.objects.count() == 20  # executes and notices
     requests.post(
         sandbox + "faults",
         timeout=5,
