@@ -22,7 +22,7 @@ from django.db import connection
 
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Attempt
-from sandbox.models import Effect
+from sandbox.models import Effect, FaultPlan
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.processes import wait_until
 
@@ -73,10 +73,12 @@ def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Rando
             },
         ).raise_for_status()
         process = workers.start()
+        # The request is inside the sandbox once it took its fault (committed before the hang).
         wait_until(
-            lambda: Attempt.objects.filter(action=action, status="sending").exists(),
-            message="the worker never started sending",
+            lambda: not FaultPlan.objects.filter(tool=action.tool, remaining__gt=0).exists(),
+            message="the request never reached the sandbox",
         )
+        assert Attempt.objects.filter(action=action, status="sending").exists()
         time.sleep(rng.uniform(0.05, 0.4))
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)

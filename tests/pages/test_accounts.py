@@ -19,8 +19,18 @@ def test_a_member_logs_in_and_lands_in_the_inbox(client, tenant):
     )
 
     assert response.status_code == 302
-    assert response["Location"] == "/inbox/"
+    assert response["Location"] == "/"
+    assert client.get("/")["Location"] == "/inbox/"
     assert client.get("/inbox/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("role", "landing"),
+    [("reconciler", "/reconciliation/"), ("auditor", "/receipts/"), ("admin", "/inbox/")],
+)
+def test_each_role_lands_where_its_work_is(client, tenant, role, landing):
+    client.force_login(make_user(tenant, role))
+    assert client.get("/")["Location"] == landing
 
 
 def test_a_wrong_password_is_refused_with_a_message(client, tenant):
@@ -104,7 +114,7 @@ def test_the_switch_refuses_to_redirect_elsewhere(operator_client, tenant):
         reverse("tenant_switch"), {"tenant": str(tenant.pk), "next": "https://evil.example/"}
     )
 
-    assert response["Location"] == reverse("inbox")
+    assert response["Location"] == reverse("home")
 
 
 def test_roles_are_per_tenant(client):
