@@ -13,8 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from django.conf import settings
 from django.db import connections
@@ -36,9 +38,9 @@ def child_env(**extra: str) -> dict[str, str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.settings",
-        "COUNTERSIGN_BENCH_BASE_SETTINGS": os.environ.get(
-            "COUNTERSIGN_BENCH_BASE_SETTINGS", settings.SETTINGS_MODULE
-        ),
+        "COUNTERSIGN_BENCH_BASE_SETTINGS": os.environ.get("COUNTERSIGN_BENCH_BASE_SETTINGS")
+        or settings.SETTINGS_MODULE
+        or os.environ["DJANGO_SETTINGS_MODULE"],
         "DATABASE_URL": database_url("default"),
         "SANDBOX_DATABASE_URL": database_url("sandbox"),
         "REDIS_URL": settings.REDIS_URL,
@@ -72,16 +74,21 @@ class Children:
 
     def __init__(self) -> None:
         self.processes: list[subprocess.Popen] = []
+        self.logs: dict[int, IO[bytes]] = {}
 
     def start(self, command: list[str], **env: str) -> subprocess.Popen:
+        # stderr goes to a file, never a pipe: a chatty child (runserver logs every request)
+        # would fill an unread pipe and block, holding its threads and their connections.
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop(), when the child ends)
         process = subprocess.Popen(
             [sys.executable, *command],
             cwd=ROOT,
             env=child_env(**env),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=log,
             start_new_session=True,
         )
+        self.logs[process.pid] = log
         self.processes.append(process)
         return process
 
@@ -108,9 +115,12 @@ class Children:
                 process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill(process)
-        errors = process.stderr.read().decode(errors="replace") if process.stderr else ""
-        if process.stderr:
-            process.stderr.close()
+        errors = ""
+        log = self.logs.pop(process.pid, None)
+        if log is not None:
+            log.seek(0)
+            errors = log.read().decode(errors="replace")
+            log.close()
         if process in self.processes:
             self.processes.remove(process)
         return errors

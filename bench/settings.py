@@ -1,5 +1,10 @@
-"""Settings for the benchmark's own worker processes: the settings they were started from
-(COUNTERSIGN_BENCH_BASE_SETTINGS, default control.settings) plus the `bench.noop` tool."""
+"""Settings for the benchmark's and the soak's own processes: the settings they were started
+from (COUNTERSIGN_BENCH_BASE_SETTINGS, default control.settings) plus the `bench.noop` tool.
+
+COUNTERSIGN_BENCH_CONN_MAX_AGE, when set, overrides every database's CONN_MAX_AGE: the
+soak's threaded `runserver` needs 0, or each request thread keeps its connection open
+(as tests/settings.py does for live_server).
+"""
 
 from __future__ import annotations
 
@@ -10,3 +15,7 @@ _base = import_module(os.environ.get("COUNTERSIGN_BENCH_BASE_SETTINGS", "control
 globals().update({name: value for name, value in vars(_base).items() if name.isupper()})
 
 COUNTERSIGN_EXTRA_TOOLS = ("runs.tools.bench.BenchNoop",)
+
+if "COUNTERSIGN_BENCH_CONN_MAX_AGE" in os.environ:
+    for _database in DATABASES.values():  # noqa: F821 (copied from the base settings)
+        _database["CONN_MAX_AGE"] = int(os.environ["COUNTERSIGN_BENCH_CONN_MAX_AGE"])

@@ -41,9 +41,7 @@ def plan_history(*, approvals: int, events: int, history_runs: int) -> int:
     return max(0, math.ceil(remaining / history_runs) - 1)
 
 
-def _specs(
-    tenant: Tenant, *, approvals: int, history_runs: int, observations: int, part=(0, 1)
-):
+def _specs(tenant: Tenant, *, approvals: int, history_runs: int, observations: int, part=(0, 1)):
     """The runs to seed; `part` (index, of) keeps every of-th run starting at index."""
     now = timezone.now()
     span = timedelta(days=30)

@@ -189,6 +189,10 @@ COUNTERSIGN_APPROVAL_WARNING_SECONDS = env_int(
     "COUNTERSIGN_APPROVAL_WARNING_SECONDS", 3600, minimum=1
 )
 
+# /metrics: `Authorization: Bearer <token>` or a client inside these CIDRs; neither set: 404.
+COUNTERSIGN_METRICS_TOKEN = env_str("COUNTERSIGN_METRICS_TOKEN", default="")
+COUNTERSIGN_METRICS_NETWORKS = env_list("COUNTERSIGN_METRICS_NETWORKS", [])
+
 # Where the sandbox's external systems answer; Countersign reaches them only over HTTP.
 SANDBOX_URL = env_str("COUNTERSIGN_SANDBOX_URL", default="http://127.0.0.1:8000/sandbox/")
 SANDBOX_FAULTS = env_bool("SANDBOX_FAULTS", default=False)

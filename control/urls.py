@@ -8,10 +8,12 @@ from django.urls import include, path
 from control import views, web
 from control.api import api
 from control.auth import login_view
+from control.metrics import metrics_view
 
 urlpatterns = [
     path("", web.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("accounts/login/", login_view, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),

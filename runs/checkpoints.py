@@ -177,10 +177,20 @@ def checkpoint_write(run: Run) -> Checkpoint:
     that calls another service may reach the same version twice in one transaction: the
     later, fuller state replaces the earlier one before anything is committed."""
     key_id, body = sign_state(build_state(run))
-    checkpoint, _ = Checkpoint.objects.update_or_create(
-        run=run,
-        state_version=run.state_version,
-        defaults={"schema_version": SCHEMA_VERSION, "key_id": key_id, "body": body},
+    # One INSERT ... ON CONFLICT DO UPDATE instead of SELECT FOR UPDATE + savepoint + INSERT.
+    (checkpoint,) = Checkpoint.objects.bulk_create(
+        [
+            Checkpoint(
+                run=run,
+                state_version=run.state_version,
+                schema_version=SCHEMA_VERSION,
+                key_id=key_id,
+                body=body,
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["run", "state_version"],
+        update_fields=["schema_version", "key_id", "body"],
     )
     return checkpoint
 

@@ -23,6 +23,8 @@ from runs.services import (
     EXECUTE_JOB,
     action_set_status,
     grant_check,
+    lease_release,
+    lease_renew,
     outbox_write,
     run_stop,
     without,
@@ -62,6 +64,7 @@ def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | Non
     except GrantMismatch as error:
         _action_refuse(action, run, lease=lease, error=error, worker=worker)
         return None
+    lease_renew(lease=lease)  # a full term for the call; fenced: a lost lease raises
     attempt = Attempt.objects.create(
         action=action,
         number=action.attempt_count + 1,
@@ -122,6 +125,7 @@ def receipt_record(
     worker: str,
     attempt_pk=None,
     satisfied: bool = False,
+    release_lease: bool = False,
 ) -> None:
     """Stores the proof, marks the action done and advances the run, in one transaction.
     A receipt whose digest differs from the intent's is never recorded as success."""
@@ -188,6 +192,8 @@ def receipt_record(
             "idempotency_key": action.idempotency_key,
         },
     )
+    if release_lease and lease is not None:
+        lease_release(lease=lease)  # with the receipt: one commit fewer per action
 
 
 @transaction.atomic

@@ -21,11 +21,11 @@ from django.db.models.functions import Now
 from control.canonical import canonical_json, content_hash
 from runs import protocol
 from runs.checkpoints import checkpoint_verify, latest_checkpoint
-from runs.events import LeaseToken
+from runs.events import LeaseToken, check_lease
 from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
 from runs.faults import fault_point
 from runs.models import Action, Attempt, Receipt, Run
-from runs.services import lease_claim, lease_release, lease_renew, run_stop
+from runs.services import lease_claim, lease_release, run_stop
 from runs.tools import errors as tool_errors
 from runs.tools.base import ToolCall, ToolReceipt
 from runs.tools.registry import get_tool
@@ -87,15 +87,17 @@ def process_action(
         action = Action.objects.select_related("run").get(pk=action_pk)
         if not _checkpoint_ok(action.run, lease, worker):
             return
+        released = False
         if action.status == Status.IN_FLIGHT:
             settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
         else:
-            execute(action=action, lease=lease, worker=worker, policy=policy)
+            released = execute(action=action, lease=lease, worker=worker, policy=policy)
     except LeaseLost as error:
         # Fenced out: another worker owns the run now; this one must not write anything.
         logger.warning("worker %s lost the lease on run %s: %s", worker, lease.run_id, error)
         return
-    lease_release(lease=lease)
+    if not released:
+        lease_release(lease=lease)
 
 
 def _checkpoint_ok(run: Run, lease: LeaseToken, worker: str) -> bool:
@@ -118,16 +120,19 @@ def _checkpoint_ok(run: Run, lease: LeaseToken, worker: str) -> bool:
     return True
 
 
-def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> None:
+def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> bool:
+    """Returns True when the lease was released with the receipt (one commit fewer)."""
     tool = get_tool(action.tool, action.contract_version)
     if action.attempt_count == 0 and _already_satisfied(action, tool, lease, worker, policy):
-        return
+        return False
     fault_point("before_send")
+    # The attempt's transaction also renews the lease: a full term for the call.
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=worker)
     if attempt is None:
-        return
+        return False
     fault_point("attempt_recorded")
-    lease_renew(lease=lease)
+    # Fence before the call with a read, not a commit: a stale worker stops here.
+    check_lease(lease)
     call = ToolCall(
         tool=action.tool,
         target=action.target,
@@ -146,10 +151,10 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
             worker=worker,
         )
         settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
-        return
+        return False
     except tool_errors.ToolError as error:
         _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
-        return
+        return False
     fault_point("after_send_before_receipt")
     protocol.receipt_record(
         action_pk=action.pk,
@@ -158,8 +163,10 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         source=Receipt.Source.RESPONSE,
         worker=worker,
         attempt_pk=attempt.pk,
+        release_lease=True,
     )
     fault_point("after_receipt")
+    return True
 
 
 def _already_satisfied(

@@ -50,12 +50,13 @@ class Ledger:
         self.planned.clear()
 
     def take(self, tool: str, *, kinds: tuple[str, ...]) -> str | None:
-        """The next planned fault of `tool` if it is one of `kinds` (it is then consumed)."""
-        queue = self.planned.get(tool)
-        if queue and queue[0] in kinds:
-            fault = queue.pop(0)
-            self.fired[fault] += 1
-            return fault
+        """The oldest planned fault of `tool` among `kinds`, consumed; None if there is none."""
+        queue = self.planned.get(tool, [])
+        for index, fault in enumerate(queue):
+            if fault in kinds:
+                del queue[index]
+                self.fired[fault] += 1
+                return fault
         return None
 
     def applied(self, key: str) -> list[ToolReceipt]:

@@ -8,19 +8,22 @@ Whole jobs also run through the real `drain()`. Clocks are moved, never our code
 lease, approval, retry and probe times are rows compared with the database's now(), so
 "time passes" is an UPDATE that moves those rows back.
 
-Each example runs inside a savepoint that teardown rolls back, so examples never see
-each other's rows. After every step the invariants hold; teardown runs a final phase
-without faults and then requires every intent to be terminal or in reconciliation.
+Transactions really commit (django-rq enqueues on commit, so Redis sees what production
+sees); each example starts from empty tables (TRUNCATE) and an empty Redis database.
+After every step the invariants hold; teardown runs a final phase without faults and then
+requires every intent to be terminal or in reconciliation.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import django_rq
+from django.apps import apps
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -91,6 +94,23 @@ class Stepping:
     receipt: object = None
     attempt: object = None
     paused: bool = False
+    # Further claims of the same batch, processed after this one (as drain() does).
+    backlog: list = field(default_factory=list)
+
+
+def empty_tables() -> None:
+    """Every row of ours and every user gone, so an example starts from nothing."""
+    user_model = get_user_model()
+    models = [
+        model
+        for model in apps.get_models(include_auto_created=True)
+        if model._meta.app_label in {"control", "runs", "reconciliation"}
+        or model is user_model
+        or getattr(model._meta, "auto_created", None) is user_model
+    ]
+    tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
 
 
 def move_clock(sql: str, params=()) -> None:
@@ -101,8 +121,7 @@ def move_clock(sql: str, params=()) -> None:
 class CountersignMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self._savepoint = transaction.atomic()
-        self._savepoint.__enter__()
+        empty_tables()
         self.tools = {cls.name: get_tool(cls.name) for cls in SIM_TOOLS}
         for tool in self.tools.values():
             tool.ledger.effects.clear()
@@ -122,10 +141,55 @@ class CountersignMachine(RuleBasedStateMachine):
 
     # --- the agent and the operator --------------------------------------------------------
 
-    @initialize()
-    def two_approved_intents(self) -> None:
-        for tool in TOOL_NAMES:
+    # The fault this machine's examples start with (see focused_machine).
+    focus: str = ""
+
+    @initialize(plain_first=st.booleans())
+    def two_approved_intents_then_the_focus(self, plain_first: bool) -> None:
+        """One intent per tool; the first proposed is the one worker A meets the focus on."""
+        for tool in sorted(TOOL_NAMES, reverse=plain_first):
             self.propose(tool=tool, same_run=False, approve=True)
+        if self.focus:
+            self._play_focus(self.focus)
+
+    def _play_focus(self, focus: str) -> None:
+        """Makes `focus` happen once, deterministically; random rules follow."""
+        kind, _, what = focus.partition(":")
+        if kind == "fault_point":
+            self.worker_crashes_at(name="A", point=what)
+        elif focus == "provider:query_transient":
+            # Only a tool that can be queried by key meets a failing query: A works through
+            # its batch until it holds the keyed intent.
+            for _ in range(8):
+                state = self.workers["A"]
+                keyed = state and Action.objects.filter(pk=state.action_pk, tool="sim.keyed")
+                if keyed and keyed.exists():
+                    self.worker_meets_provider_fault(name="A", fault=what)
+                    break
+                self.worker_steps(name="A")
+        elif kind == "provider":
+            self.worker_meets_provider_fault(name="A", fault=what)
+        elif focus == "lease_expiry":
+            self.worker_crashes_at(name="A", point="attempt_recorded")
+            self.lease_clock_passes_expiry()
+            for _ in range(3):
+                self.worker_steps(name="B")
+        elif focus == "pause_resume":
+            # B records its attempt and is stopped; its lease runs out; A takes the run over
+            # and settles it; B wakes up and must be fenced out.
+            self.worker_steps(name="B")
+            self.worker_steps(name="B")
+            self.worker_pauses_or_resumes(name="B")
+            self.lease_clock_passes_expiry()
+            for _ in range(4):
+                self.worker_steps(name="A")
+            self.worker_pauses_or_resumes(name="B")
+        elif focus == "duplicate_delivery":
+            self.job_delivered(twice=True)
+        elif focus == "redis_lost":
+            self.redis_lost()
+            self.sweep()
+            self.job_delivered(twice=False)
 
     @precondition(lambda self: self.proposed < 8)
     @rule(tool=st.sampled_from(TOOL_NAMES), same_run=st.booleans(), approve=st.booleans())
@@ -170,8 +234,11 @@ class CountersignMachine(RuleBasedStateMachine):
             .first()
         )
 
-    @rule(reject=st.booleans())
-    def decide(self, reject: bool) -> None:
+    @rule(decision=st.sampled_from(["approve", "reject", "let_expire"]))
+    def decide(self, decision: str) -> None:
+        if decision == "let_expire":
+            self.approval_clock_passes_expiry()
+            return
         action = self._waiting()
         if action is None:
             return
@@ -179,14 +246,13 @@ class CountersignMachine(RuleBasedStateMachine):
             approval_decide(
                 action=action,
                 approver=self.operator,
-                decision="reject" if reject else "approve",
+                decision=decision,
                 seen_digest=action.intent_digest,
                 seen_state_version=action.base_version,
             )
         except GrantMismatch:
             COVERAGE["decision_refused"] += 1  # the page tells the operator it expired
 
-    @rule()
     def approval_clock_passes_expiry(self) -> None:
         move_clock(
             "UPDATE runs_action SET expires_at = now() - interval '1 second' "
@@ -196,14 +262,38 @@ class CountersignMachine(RuleBasedStateMachine):
 
     # --- faults ----------------------------------------------------------------------------
 
-    @rule(
-        tool=st.sampled_from([cls.name for cls in SIM_TOOLS]),
-        fault=st.sampled_from(PROVIDER_FAULTS),
-    )
-    def plan_provider_fault(self, tool: str, fault: str) -> None:
-        self.tools[tool].ledger.plan(tool, fault)
+    @rule(name=st.sampled_from([*WORKERS, "job"]), fault=st.sampled_from(PROVIDER_FAULTS))
+    def worker_meets_provider_fault(self, name: str, fault: str) -> None:
+        """The provider answers this worker's next call (or query) with `fault`; "job" is a
+        drain job of the real worker code."""
+        # A failing query matters after an unknown outcome: the call's answer is lost too.
+        faults = ["commit_then_drop", fault] if fault == "query_transient" else [fault]
+        if name == "job":
+            for tool in TOOL_NAMES:
+                for planned in faults:
+                    self.tools[tool].ledger.plan(tool, planned)
+            self._run_job("runs.jobs.execute_run")
+            return
+        if self.workers[name] is None:
+            self.worker_claims(name)
+        state = self.workers[name]
+        if state is None or state.paused:
+            return
+        tool = Action.objects.values_list("tool", flat=True).get(pk=state.action_pk)
+        for planned in faults:
+            self.tools[tool].ledger.plan(tool, planned)
+        for _ in range(3):
+            if self.workers[name] is None:
+                return
+            self._step(name, self.workers[name])
 
-    @rule()
+    @rule(clock=st.sampled_from(["leases", "retries_and_probes"]))
+    def clock_passes(self, clock: str) -> None:
+        if clock == "leases":
+            self.lease_clock_passes_expiry()
+        else:
+            self.retry_and_probe_clocks_pass()
+
     def lease_clock_passes_expiry(self) -> None:
         move_clock(
             "UPDATE runs_lease SET expires_at = now() - interval '1 second' "
@@ -213,7 +303,6 @@ class CountersignMachine(RuleBasedStateMachine):
         )
         COVERAGE["lease_expiry"] += 1
 
-    @rule()
     def retry_and_probe_clocks_pass(self) -> None:
         move_clock(
             "UPDATE runs_action SET next_attempt_at = now() - interval '1 second' "
@@ -233,21 +322,22 @@ class CountersignMachine(RuleBasedStateMachine):
 
     # --- stepped workers -------------------------------------------------------------------
 
-    @rule(name=st.sampled_from(WORKERS))
     def worker_claims(self, name: str) -> None:
         if self.workers[name] is not None:
             return
-        claims = worker.claim_ready(worker=f"{name}-{self.lives[name]}", batch=1)
+        claims = worker.claim_ready(worker=f"{name}-{self.lives[name]}", batch=2)
         if claims:
-            action_pk, lease = claims[0]
-            self.workers[name] = Stepping(action_pk, lease)
+            (action_pk, lease), *backlog = claims
+            self.workers[name] = Stepping(action_pk, lease, backlog=backlog)
 
     @rule(name=st.sampled_from(WORKERS))
     def worker_steps(self, name: str) -> None:
+        """An idle worker claims the next due action; a busy one takes its next step."""
         state = self.workers[name]
-        if state is None or state.paused:
-            return
-        self._step(name, state)
+        if state is None:
+            self.worker_claims(name)
+        elif not state.paused:
+            self._step(name, state)
 
     @rule(name=st.sampled_from(WORKERS), point=st.sampled_from(FAULT_POINTS))
     def worker_crashes_at(self, name: str, point: str) -> None:
@@ -265,14 +355,12 @@ class CountersignMachine(RuleBasedStateMachine):
             self._step(name, state)
 
     @rule(name=st.sampled_from(WORKERS))
-    def worker_pauses(self, name: str) -> None:
-        if self.workers[name] is not None:
-            self.workers[name].paused = True
-
-    @rule(name=st.sampled_from(WORKERS))
-    def worker_resumes(self, name: str) -> None:
+    def worker_pauses_or_resumes(self, name: str) -> None:
+        """SIGSTOP, or SIGCONT for a stopped worker, which then takes its next step."""
         state = self.workers[name]
-        if state is not None and state.paused:
+        if state is not None and not state.paused:
+            state.paused = True
+        elif state is not None:
             state.paused = False
             COVERAGE["pause_resume"] += 1
             self._step(name, state)
@@ -295,7 +383,10 @@ class CountersignMachine(RuleBasedStateMachine):
         except WorkerCrash:
             self._die(name)
         else:
-            if state.stage == "done":
+            if state.stage == "done" and state.backlog:
+                (action_pk, lease), *backlog = state.backlog
+                self.workers[name] = Stepping(action_pk, lease, backlog=backlog)
+            elif state.stage == "done":
                 self.workers[name] = None
 
     def _advance(self, state: Stepping) -> None:
@@ -380,7 +471,6 @@ class CountersignMachine(RuleBasedStateMachine):
     def _probe(self) -> None:
         probe_due_cases()
 
-    @rule()
     def deliver_job(self) -> None:
         """A worker takes the next job from Redis and runs it (the real drain)."""
         job_id = self.queue.connection.lpop(self.queue.key)
@@ -391,12 +481,16 @@ class CountersignMachine(RuleBasedStateMachine):
         job.delete()  # as RQ does after a job that succeeded (result_ttl=0)
         self._run_job(self.last_job)
 
-    @precondition(lambda self: self.last_job is not None)
-    @rule()
-    def deliver_job_again(self) -> None:
-        """Redis (or a retrying client) delivers the same job a second time."""
-        COVERAGE["duplicate_delivery"] += 1
-        self._run_job(self.last_job)
+    @rule(twice=st.booleans())
+    def job_delivered(self, twice: bool) -> None:
+        """A worker runs the next job from Redis (the sweep queues one if Redis holds none);
+        `twice`: the same job is then delivered again."""
+        if self.queue.count == 0:
+            sweep_once()
+        self.deliver_job()
+        if twice and self.last_job is not None:
+            COVERAGE["duplicate_delivery"] += 1
+            self._run_job(self.last_job)
 
     def _run_job(self, func_name: str) -> None:
         self.jobs_run += 1
@@ -492,11 +586,7 @@ class CountersignMachine(RuleBasedStateMachine):
     # --- the final phase -------------------------------------------------------------------
 
     def teardown(self) -> None:
-        try:
-            self._settle_everything()
-        finally:
-            transaction.set_rollback(True)
-            self._savepoint.__exit__(None, None, None)
+        self._settle_everything()
 
     def _settle_everything(self) -> None:
         """No more faults: every process dies or finishes, clocks pass, and the sweep, the
@@ -525,6 +615,9 @@ class CountersignMachine(RuleBasedStateMachine):
                 or ReconciliationCase.objects.filter(
                     tenant=self.tenant, status__in=["probing", "open"]
                 ).exists()
+                or Action.objects.filter(tenant=self.tenant, status="uncertain")
+                .exclude(cases__status__in=["probing", "open", "awaiting_second"])
+                .exists()
             )
             if not busy:
                 break
@@ -541,3 +634,9 @@ class CountersignMachine(RuleBasedStateMachine):
         for tool in self.tools.values():
             for fault, count in tool.ledger.fired.items():
                 COVERAGE[f"provider:{fault}"] += count
+
+
+def focused_machine(focus: str) -> type[CountersignMachine]:
+    """A machine whose every example starts by making `focus` happen."""
+    name = "Machine_" + "".join(part.title() for part in focus.replace(":", "_").split("_"))
+    return type(name, (CountersignMachine,), {"focus": focus})

@@ -13,6 +13,7 @@ Benchmarks are never timed assertions: this command reports, it does not pass or
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import sys
 
@@ -101,6 +102,9 @@ class Command(BaseCommand):
                 figures.append(
                     Figure(f"bare RQ jobs/s, {workers} worker(s)", rq[workers].per_second, "/s")
                 )
+        if "dbos" not in skip and importlib.util.find_spec("dbos") is None:
+            say("dbos is not installed (pip install 'dbos>=3.4,<4'): DBOS comparison skipped")
+            skip = skip | {"dbos"}
         if "dbos" not in skip:
             for processes in worker_counts:
                 say(f"DBOS one-step workflows, {processes} process(es) ...")

@@ -1,0 +1,165 @@
+"""Smoke tests of the benchmark, volume seeding and soak commands at tiny sizes.
+
+They prove each command works end to end and reports what it should; they assert no
+timing (benchmarks are never timed assertions).
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+
+from bench.builder import RunSpec, build_and_insert
+from bench.commits import counting_transactions
+from bench.measure import ensure_bench_tool, make_bench_tenant, measure_pages
+from control.models import Tenant
+from runs.checkpoints import build_state, sign_state
+from runs.models import Action, Run, RunEvent
+from runs.tools.bench import BenchNoop
+from runs.tools.registry import unregister_tool
+from runs.verification import run_verify
+from runs.worker import drain
+
+
+@pytest.fixture
+def noop_tool():
+    ensure_bench_tool()
+    yield
+    unregister_tool(BenchNoop())
+
+
+@pytest.mark.django_db
+def test_built_runs_are_what_the_services_would_have_written(noop_tool):
+    bench = make_bench_tenant("built")
+    specs = [
+        RunSpec(tenant=bench.tenant, tool="bench.noop", target="item-1", args={"n": 1}),
+        RunSpec(
+            tenant=bench.tenant,
+            tool="bench.noop",
+            target="item-2",
+            args={"n": 2},
+            approver=bench.operator,
+            observations=4,
+        ),
+        RunSpec(tenant=bench.tenant, tool=None, observations=7),
+    ]
+    from django.utils import timezone
+
+    runs, events, messages = build_and_insert(specs, now=timezone.now())
+
+    assert (runs, events, len(messages)) == (3, 3 + 7 + 8, 1)
+    for run in Run.objects.filter(tenant=bench.tenant):
+        assert run_verify(run) == []
+        assert run.checkpoints.get().body == sign_state(build_state(run))[1]
+    assert {r.phase for r in Run.objects.filter(tenant=bench.tenant)} == {
+        "waiting_approval",
+        "executing",
+        "running",
+    }
+    assert drain(worker="smoke", limit=5) == 1
+    assert Action.objects.get(tenant=bench.tenant, target="item-2").status == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_with_writes_counts_once_and_autocommit_reads_count_as_reads():
+    with counting_transactions() as counted:
+        Tenant.objects.count()
+        with transaction.atomic():
+            Tenant.objects.create(name="counted-1")
+            Tenant.objects.create(name="counted-2")
+            with transaction.atomic():
+                Tenant.objects.filter(name="counted-1").update(name="counted-3")
+        try:
+            with transaction.atomic():
+                Tenant.objects.create(name="rolled-back")
+                raise RuntimeError("rolled back: not a commit")
+        except RuntimeError:
+            pass
+        Tenant.objects.filter(name="nobody").count()
+
+    assert counted.transactions == 3
+    assert counted.writes == 1
+
+
+@pytest.mark.django_db
+def test_seed_volume_seeds_runs_that_verify_and_pages_stay_at_a_fixed_query_count():
+    out = io.StringIO()
+    call_command(
+        "seed_volume",
+        tenant="volume-smoke",
+        approvals=60,
+        events=800,
+        history_runs=4,
+        jobs=1,
+        stdout=out,
+    )
+
+    tenant = Tenant.objects.get(name="volume-smoke")
+    assert "seeded" in out.getvalue()
+    assert Action.objects.filter(tenant=tenant, status="waiting_approval").count() == 60
+    assert RunEvent.objects.filter(run__tenant=tenant).count() >= 800
+    for run in Run.objects.filter(tenant=tenant)[:10]:
+        assert run_verify(run) == []
+    pages = measure_pages(tenant=tenant, paths=["/inbox/", "/runs/"], repeat=1)
+    assert [page.status for page in pages] == [200, 200]
+    assert all(page.queries <= 10 for page in pages), pages
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noop_tool):
+    call_command(
+        "seed_volume", tenant="volume-tiny", approvals=5, events=40, history_runs=1, jobs=1
+    )
+    out = io.StringIO()
+    call_command(
+        "bench",
+        writes=8,
+        workers="1",
+        rq_jobs=20,
+        ceiling_commits=50,
+        commit_sample=5,
+        latency_samples=4,
+        pages_tenant="volume-tiny",
+        skip="dbos",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+
+    table = out.getvalue()
+    for figure in (
+        "approved writes/s, 1 worker(s)",
+        "bare RQ jobs/s, 1 worker(s)",
+        "writes / bare RQ jobs, 1 worker(s)",
+        "single-row commits/s",
+        "write commits per action",
+        "approval-to-dispatch p99",
+        "worker RSS",
+        "/inbox/ queries",
+        "/runs/ server time",
+        "web process RSS",
+    ):
+        assert figure in table, table
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+def test_the_soak_finds_no_violation_with_a_few_runs_kills_and_a_redis_flush(sandbox, redis_queue):
+    out = io.StringIO()
+    call_command(
+        "soak",
+        runs=24,
+        waves=3,
+        kills=1,
+        redis_flushes=1,
+        postgres_restart=False,
+        sandbox_url=sandbox,
+        settle_timeout=90,
+        stdout=out,
+        verbosity=0,
+    )
+
+    table = out.getvalue()
+    assert "soak: no violation" in table
+    assert "intents with duplicate effects  0" in table
