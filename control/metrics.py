@@ -34,29 +34,14 @@ from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
 from control.auth import client_address
+from control.counters import REDIS_COUNTERS, WORKER_EVENTS
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Approval, Attempt, OutboxMessage, Receipt
 
 logger = logging.getLogger(__name__)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-REDIS_COUNTERS = "countersign:metrics"
-# Events that leave no row behind, counted by workers (see count_event).
-WORKER_EVENTS = {
-    "fencing_rejections": "Writes refused because the worker no longer held the run's lease.",
-    "duplicate_jobs": "Jobs delivered for work already done or taken (found nothing to do).",
-}
 # Seconds from proposal to decision.
 APPROVAL_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
-
-
-def count_event(name: str, amount: int = 1) -> None:
-    """Adds to a worker event counter; never fails the caller (metrics are not the truth)."""
-    if name not in WORKER_EVENTS:
-        raise ValueError(f"unknown worker event {name!r}")
-    try:
-        django_rq.get_connection(settings.RQ_EXECUTION_QUEUE).hincrby(REDIS_COUNTERS, name, amount)
-    except RedisError as error:
-        logger.info("metric %s not counted: %s", name, error)
 
 
 @dataclass

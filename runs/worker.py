@@ -19,6 +19,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from control.canonical import canonical_json, content_hash
+from control.counters import count_event
 from runs import protocol
 from runs.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.events import LeaseToken, check_lease
@@ -73,6 +74,8 @@ def drain(
     while processed < limit:
         claims = claim_ready(worker=worker, batch=min(20, limit - processed))
         if not claims:
+            if processed == 0:
+                count_event("duplicate_jobs")  # delivered for work done or taken already
             break
         for action_pk, lease in claims:
             process_action(action_pk=action_pk, lease=lease, worker=worker, policy=policy)
@@ -95,6 +98,7 @@ def process_action(
     except LeaseLost as error:
         # Fenced out: another worker owns the run now; this one must not write anything.
         logger.warning("worker %s lost the lease on run %s: %s", worker, lease.run_id, error)
+        count_event("fencing_rejections")
         return
     if not released:
         lease_release(lease=lease)

@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 from django.test import RequestFactory
 
-from control.metrics import REDIS_COUNTERS, count_event, metrics_view
+from control.counters import REDIS_COUNTERS, count_event
+from control.metrics import metrics_view
 from runs import protocol
 from runs.services import lease_claim
 from runs.tools.bench import BenchNoop

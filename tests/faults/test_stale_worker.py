@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db.models.functions import Now
 
+from control.counters import REDIS_COUNTERS
 from runs.models import Action, RunEvent
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
@@ -22,7 +23,9 @@ def _stopped(process) -> bool:
 
 
 @pytest.mark.parametrize("point", ["before_send", "attempt_recorded"])
-def test_a_paused_worker_woken_after_a_takeover_writes_and_sends_nothing(workers, point):
+def test_a_paused_worker_woken_after_a_takeover_writes_and_sends_nothing(
+    workers, redis_queue, point
+):
     tenant = make_tenant()
     action = make_action(make_run(tenant))
     approve(action, make_user(tenant, "operator"))
@@ -49,3 +52,6 @@ def test_a_paused_worker_woken_after_a_takeover_writes_and_sends_nothing(workers
     assert RunEvent.objects.filter(run=action.run).count() == taken_over
     assert Effect.objects.filter(idempotency_key=action.idempotency_key).count() == 1
     assert action.attempts.filter(status="succeeded").count() == 1
+    if point == "attempt_recorded":  # it woke holding an attempt: its lease check refused it
+        counters = redis_queue.connection.hgetall(REDIS_COUNTERS)
+        assert int(counters[b"fencing_rejections"]) == 1
