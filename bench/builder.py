@@ -24,8 +24,14 @@ from django.db.models.fields import AutoFieldMixin
 
 from control.canonical import idempotency_key, intent_digest
 from control.models import Tenant
-from runs.checkpoints import SCHEMA_VERSION, sign_state
-from runs.events import GENESIS_HASH, event_hash, run_state, to_json_value
+from runs.checkpoints import (
+    SCHEMA_VERSION,
+    approval_state,
+    pending_action_state,
+    sign_state,
+    state_document,
+)
+from runs.events import GENESIS_HASH, event_hash, to_json_value
 from runs.models import (
     Action,
     Approval,
@@ -265,67 +271,15 @@ def _finish(
 
 def _checkpoint_state(run: Run, action: Action | None, approval: Approval | None) -> dict:
     """runs.checkpoints.build_state for a run with at most one (open) action, no queries."""
-    fields = run_state(run)
-    observation = action.observation if action is not None else None
-    pending = (
-        None
-        if action is None
-        else {
-            "id": str(action.id),
-            "run_id": str(run.id),
-            "action_id": action.action_id,
-            "tool": action.tool,
-            "target": action.target,
-            "args": action.args,
-            "contract_version": action.contract_version,
-            "idempotency_key": action.idempotency_key,
-            "intent_digest": action.intent_digest,
-            "status": action.status,
-            "needs_approval": action.needs_approval,
-            "observation": None
-            if observation is None
-            else {
-                "id": str(observation.id),
-                "source": observation.source,
-                "ref": observation.ref,
-                "content_hash": observation.content_hash,
-                "summary": observation.summary,
-            },
-        }
+    return state_document(
+        run,
+        pending=pending_action_state(action) if action is not None else None,
+        approval=approval_state(action, [approval] if approval else [])
+        if action is not None
+        else None,
+        completed=[],
+        in_doubt=[],
     )
-    granted = None
-    if approval is not None:
-        granted = {
-            "decision": "approve",
-            "intent_digest": action.intent_digest,
-            "state_version": action.base_version,
-            "target_scope": action.target,
-            "expires_at": to_json_value("deadline", approval.expires_at),
-            "approvers": [str(approval.approver_id)],
-        }
-    return {
-        "run_id": str(run.id),
-        "tenant_id": str(run.tenant_id),
-        "goal": run.goal,
-        "phase": run.phase,
-        "state_version": run.state_version,
-        "last_event_seq": run.last_event_seq,
-        "event_head_hash": run.event_head_hash,
-        "plan": run.plan,
-        "completed_work": run.completed_work,
-        "pending_work": run.pending_work,
-        "pending_action": pending,
-        "approval": granted,
-        "completed_actions": [],
-        "in_doubt_actions": [],
-        "budget": {"limit": run.budget_limit, "used": run.budget_used},
-        "deadline": fields["deadline"],
-        "versions": run.versions,
-        "next_eligible_at": fields["next_eligible_at"],
-        "retry_count": run.retry_count,
-        "stop_reason": run.stop_reason,
-        "evidence": run.evidence,
-    }
 
 
 def _copy_fields(model: type[models.Model]) -> list[models.Field]:

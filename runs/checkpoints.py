@@ -66,7 +66,8 @@ def _observation_state(observation) -> dict | None:
     }
 
 
-def _pending_action_state(action: Action) -> dict:
+def pending_action_state(action: Action) -> dict:
+    """The frozen intent as a checkpoint holds it (its observation must be loaded)."""
     return {
         "id": str(action.id),
         "run_id": str(action.run_id),
@@ -83,8 +84,8 @@ def _pending_action_state(action: Action) -> dict:
     }
 
 
-def _approval_state(action: Action) -> dict | None:
-    grants = [a for a in action.approvals.all() if a.decision == "approve"]
+def approval_state(action: Action, grants: list) -> dict | None:
+    """The binding of the approving `grants` of `action`, as a checkpoint holds it."""
     if action.needs_approval and not grants:
         return None
     if not grants:
@@ -134,6 +135,20 @@ def build_state(run: Run) -> dict:
         for a in actions
         if a.status in ("succeeded", "satisfied") and hasattr(a, "receipt")
     ]
+    grants = [a for a in pending.approvals.all() if a.decision == "approve"] if pending else []
+    return state_document(
+        run,
+        pending=pending_action_state(pending) if pending else None,
+        approval=approval_state(pending, grants) if pending else None,
+        completed=sorted(completed, key=lambda c: c["action_id"]),
+        in_doubt=in_doubt,
+    )
+
+
+def state_document(
+    run: Run, *, pending: dict | None, approval: dict | None, completed: list, in_doubt: list
+) -> dict:
+    """The checkpoint state of `run` from its parts; no queries."""
     fields = run_state(run)
     return {
         "run_id": str(run.id),
@@ -146,9 +161,9 @@ def build_state(run: Run) -> dict:
         "plan": run.plan,
         "completed_work": run.completed_work,
         "pending_work": run.pending_work,
-        "pending_action": _pending_action_state(pending) if pending else None,
-        "approval": _approval_state(pending) if pending else None,
-        "completed_actions": sorted(completed, key=lambda c: c["action_id"]),
+        "pending_action": pending,
+        "approval": approval,
+        "completed_actions": completed,
         "in_doubt_actions": in_doubt,
         "budget": {"limit": run.budget_limit, "used": run.budget_used},
         "deadline": fields["deadline"],
