@@ -9,7 +9,7 @@ from reconciliation.services import case_open
 from runs import protocol
 from runs.models import Action, Receipt
 from runs.services import lease_claim, lease_release
-from runs.tools.base import ToolReceipt
+from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run
 
 WORKER = "tests-ledger-worker"
@@ -30,25 +30,7 @@ def send_with_receipt(action: Action, *, receipt_id: str, echoed_key: str | None
     """Sent and answered. `echoed_key` is a key other than the action's own on its receipt:
     the protocol refuses such a receipt, so it is written over the stored one afterwards, as
     tampering or a row from an older version would leave it; the ledger must show it."""
-    lease = lease_claim(run_id=action.run_id, owner=WORKER)
-    attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
-    assert attempt is not None
-    protocol.receipt_record(
-        action_pk=action.pk,
-        lease=lease,
-        receipt=ToolReceipt(
-            idempotency_key=action.idempotency_key,
-            intent_digest=action.intent_digest,
-            receipt_id=receipt_id,
-            target_version=2,
-            status="closed",
-            raw_response_hash=content_hash(receipt_id),
-        ),
-        source="response",
-        worker=WORKER,
-        attempt_pk=attempt.pk,
-    )
-    lease_release(lease=lease)
+    execute_with_receipt(action, receipt_id=receipt_id)
     if echoed_key:
         Receipt.objects.filter(action=action).update(idempotency_key=echoed_key)
     action.refresh_from_db()
