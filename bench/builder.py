@@ -24,14 +24,6 @@ from django.db.models.fields import AutoFieldMixin
 
 from control.canonical import idempotency_key, intent_digest
 from control.models import Tenant
-from runs.checkpoints import (
-    SCHEMA_VERSION,
-    approval_state,
-    pending_action_state,
-    sign_state,
-    state_document,
-)
-from runs.events import GENESIS_HASH, event_hash, to_json_value
 from runs.models import (
     Action,
     Approval,
@@ -42,7 +34,15 @@ from runs.models import (
     Run,
     RunEvent,
 )
-from runs.services import EXECUTE_JOB
+from runs.record.checkpoints import (
+    SCHEMA_VERSION,
+    approval_state,
+    pending_action_state,
+    sign_state,
+    state_document,
+)
+from runs.record.events import GENESIS_HASH, event_hash, to_json_value
+from runs.record.outbox import EXECUTE_JOB
 
 Phase = Run.Phase
 Status = Action.Status
@@ -96,7 +96,7 @@ class RunSpec:
 
 
 class _Chain:
-    """Appends events to an in-memory run the way runs.events.append_event does."""
+    """Appends events to an in-memory run the way runs.record.events.append_event does."""
 
     def __init__(self, run: Run, now: datetime) -> None:
         self.run = run
@@ -270,7 +270,7 @@ def _finish(
 
 
 def _checkpoint_state(run: Run, action: Action | None, approval: Approval | None) -> dict:
-    """runs.checkpoints.build_state for a run with at most one (open) action, no queries."""
+    """runs.record.checkpoints.build_state for a run with at most one (open) action, no queries."""
     return state_document(
         run,
         pending=pending_action_state(action) if action is not None else None,

@@ -39,15 +39,15 @@ from rq.worker import Worker
 from bench.builder import RunSpec, build_and_insert
 from bench.commits import counting_transactions
 from bench.processes import Children, database_url, peak_rss_bytes, rss_bytes, wait_for
+from bench.tools import BenchNoop
 from control.models import Tenant
 from control.services import member_add, tenant_create
+from runs.execution.worker import drain
 from runs.models import OPEN_ACTION_STATUSES, Action, Approval, Attempt, OutboxMessage, Receipt
-from runs.outbox import job_id_for
+from runs.record.outbox import job_id_for
 from runs.services import approval_decide
-from runs.tools.bench import BenchNoop
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import get_tool, register_tool
-from runs.worker import drain
 
 BENCH_TOOL = "bench.noop"
 NOOP_JOB = "bench.jobs.noop"
@@ -94,7 +94,7 @@ def check_quiet() -> None:
 
 
 def relay_all(messages: list[OutboxMessage]) -> None:
-    """What runs.outbox.relay does per message, in one Redis pipeline and one UPDATE."""
+    """What runs.record.outbox.relay does per message, in one Redis pipeline and one UPDATE."""
     q = queue()
     with q.connection.pipeline() as pipe:
         q.enqueue_many(

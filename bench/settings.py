@@ -14,7 +14,7 @@ from importlib import import_module
 _base = import_module(os.environ.get("COUNTERSIGN_BENCH_BASE_SETTINGS", "control.settings"))
 globals().update({name: value for name, value in vars(_base).items() if name.isupper()})
 
-COUNTERSIGN_EXTRA_TOOLS = ("runs.tools.bench.BenchNoop",)
+COUNTERSIGN_EXTRA_TOOLS = ("bench.tools.BenchNoop",)
 
 if "COUNTERSIGN_BENCH_CONN_MAX_AGE" in os.environ:
     for _database in DATABASES.values():  # noqa: F821 (copied from the base settings)

@@ -34,7 +34,7 @@ from bench.measure import make_bench_tenant, queue, relay_all
 from bench.processes import Children, wait_for
 from reconciliation.models import ReconciliationCase
 from runs.models import Action
-from runs.verification import run_verify
+from runs.record.verification import run_verify
 from sandbox.models import Effect
 
 TERMINAL = {"succeeded", "satisfied", "failed", "rejected", "expired", "cancelled", "superseded"}

@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "runs",
     "reconciliation",
     "sandbox",
+    # Benchmarks, volume seeding and the soak: commands only; no product code imports it.
+    "bench",
 ]
 
 MIDDLEWARE = [

@@ -19,8 +19,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
     path("api/v1/", api.urls),
-    path("receipts/", include("runs.receipts_urls")),
+    path("receipts/", include("runs.pages.receipts_urls")),
     path("reconciliation/", include("reconciliation.urls")),
     path("sandbox/", include("sandbox.urls")),
-    path("", include("runs.urls")),
+    path("", include("runs.pages.urls")),
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import wraps
+from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -150,3 +151,11 @@ def pretty_json(value) -> str:
 
 def compact_json(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def with_query(path: str, query, **changes) -> str:
+    """`path` with the page's query string, `changes` applied and empty values dropped:
+    the next page keeps the filters, a new filter starts from the first page."""
+    params = {key: value for key, value in query.items() if value and key not in changes}
+    params.update({key: value for key, value in changes.items() if value})
+    return f"{path}?{urlencode(params)}" if params else path

@@ -11,7 +11,7 @@ from django import forms
 
 from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import REASONS, CaseCounts
-from runs.forms import FilterForm, tool_names
+from runs.pages.forms import FilterForm, tool_names
 
 Resolution = ReconciliationCase.Resolution
 Status = ReconciliationCase.Status

@@ -29,8 +29,7 @@ from django.db.models.functions import Coalesce
 from control.models import AuditEntry, Tenant
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Attempt
-from runs.selectors import Page
-from runs.services import policy_for
+from runs.selectors import Page, policy_for
 from runs.tools.errors import ToolError
 
 PAGE_SIZE = 50

@@ -19,11 +19,11 @@ from control.clock import db_now
 from control.tenancy import RECONCILER_ROLES, has_any_role
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
-from runs import protocol, saga
+from runs.execution import protocol, saga
 from runs.models import Action, Receipt
-from runs.services import policy_for
+from runs.selectors import policy_for
 from runs.tools import errors as tool_errors
-from runs.tools.base import ToolReceipt
+from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -21,17 +20,17 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from control.tenancy import RECONCILER_ROLES
-from control.web import compact_json, pretty_json, tenant_member
+from control.web import compact_json, pretty_json, tenant_member, with_query
 from reconciliation import selectors, services
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ReconciliationError
 from reconciliation.forms import CaseFilterForm, ResolveForm
 from reconciliation.models import ReconciliationCase
 from runs.exceptions import RunsError
+from runs.execution.saga import COMPENSATION_PREFIX
 from runs.models import Attempt
-from runs.saga import COMPENSATION_PREFIX
+from runs.pages.presenters import ActionView
 from runs.tools.errors import ToolError
 from runs.tools.registry import get_tool
-from runs.views import ActionView
 
 CASES = "reconciliation/case_list.html"
 CASE = "reconciliation/case_detail.html"
@@ -73,12 +72,6 @@ def may_reconcile(request: HttpRequest) -> bool:
     return bool(getattr(request, "roles", frozenset()) & RECONCILER_ROLES)
 
 
-def _with_query(path: str, query, **changes) -> str:
-    params = {key: value for key, value in query.items() if value and key not in changes}
-    params.update({key: value for key, value in changes.items() if value})
-    return f"{path}?{urlencode(params)}" if params else path
-
-
 # --- The queue --------------------------------------------------------------------------------
 
 
@@ -99,10 +92,10 @@ def case_list(request: HttpRequest) -> HttpResponse:
         "cases": [CaseRow(case) for case in queue.page.rows],
         "probing": [CaseRow(case) for case in queue.probing],
         "first_page": not after,
-        "next_url": _with_query(reverse("case_list"), request.GET, after=queue.page.next_cursor)
+        "next_url": with_query(reverse("case_list"), request.GET, after=queue.page.next_cursor)
         if queue.page.next_cursor
         else "",
-        "list_url": _with_query(reverse("case_list"), request.GET),
+        "list_url": with_query(reverse("case_list"), request.GET),
         "refreshed_at": timezone.now(),
     }
     template = f"{CASES}#case-table" if request.htmx and not request.htmx.boosted else CASES

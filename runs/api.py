@@ -22,9 +22,9 @@ from control.api_problems import problems
 from control.canonical import canonical_json
 from control.tenancy import scoped
 from runs import schemas
-from runs.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
 from runs.models import Action, Observation, Run, ToolPolicy
+from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import run_by_id
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
 from runs.tools.registry import all_tools

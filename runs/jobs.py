@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.worker import drain
+from runs.execution.worker import drain
 
 
 def execute_run(run_id: str | None = None) -> int:

@@ -36,7 +36,6 @@ from runs.models import Action
 
 logger = logging.getLogger(__name__)
 
-NOTIFY_JOB = "runs.notifications.approval_notify"
 REQUESTED = "requested"
 EXPIRING = "expiring"
 EXPIRED = "expired"

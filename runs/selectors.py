@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
 from control.models import Tenant
@@ -20,6 +21,7 @@ from runs.models import (
     RunEvent,
     ToolPolicy,
 )
+from runs.tools.registry import get_tool
 
 
 def run_by_id(run_id: str, *, tenant=None) -> Run | None:
@@ -248,3 +250,52 @@ def run_detail(run_id, *, tenant: Tenant, events_before: int | None = None) -> R
 
 def tool_policies(*, tenant: Tenant) -> dict[str, ToolPolicy]:
     return {policy.tool: policy for policy in ToolPolicy.objects.filter(tenant=tenant)}
+
+
+@dataclass(frozen=True)
+class Policy:
+    needs_approval: bool
+    four_eyes: bool
+    required_approvals: int
+    approval_seconds: int
+
+
+def policy_for(*, tenant: Tenant, tool: str) -> Policy:
+    """The tenant's rule for a tool, or the tool's own default when none is set."""
+    row = ToolPolicy.objects.filter(tenant=tenant, tool=tool).first()
+    if row is not None:
+        return Policy(
+            row.needs_approval, row.four_eyes, row.required_approvals, row.approval_seconds
+        )
+    return Policy(
+        needs_approval=get_tool(tool).needs_approval,
+        four_eyes=False,
+        required_approvals=1,
+        approval_seconds=settings.COUNTERSIGN_APPROVAL_SECONDS,
+    )
+
+
+def run_effects_report(run: Run) -> dict:
+    """What a stop or cancel reports: effects done (with receipts), in doubt, not started."""
+    rows = run.actions.select_related("receipt").order_by("created_at")
+    report: dict[str, list] = {"done": [], "in_doubt": [], "not_started": []}
+    for action in rows:
+        entry = {
+            "action_id": action.action_id,
+            "tool": action.tool,
+            "target": action.target,
+            "idempotency_key": action.idempotency_key,
+            "status": action.status,
+        }
+        if action.status in (Action.Status.SUCCEEDED, Action.Status.SATISFIED):
+            entry["receipt_id"] = action.receipt.receipt_id
+            report["done"].append(entry)
+        elif action.status in (Action.Status.IN_FLIGHT, Action.Status.UNCERTAIN):
+            report["in_doubt"].append(entry)
+        elif action.status in (
+            Action.Status.WAITING_APPROVAL,
+            Action.Status.APPROVED,
+            Action.Status.RETRY_WAIT,
+        ):
+            report["not_started"].append(entry)
+    return report

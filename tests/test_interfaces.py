@@ -22,11 +22,11 @@ from django.test import RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
-from runs.tools.bench import BenchNoop
+from bench.tools import BenchNoop
 from control.counters import REDIS_COUNTERS
 from control.metrics import metrics_view
-from runs import protocol
-from runs.worker import settle_unknown
+from runs.execution import protocol
+from runs.execution.worker import settle_unknown
 from runs.models import OutboxMessage
 from runs.services import lease_claim
 from runs.tools.registry import register_tool, unregister_tool

@@ -7,10 +7,9 @@ opens a reconciliation case instead of sending again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-if TYPE_CHECKING:
-    from runs.tools.base import ToolReceipt
+from runs.tools.calls import ToolReceipt
 
 
 class ToolError(Exception):

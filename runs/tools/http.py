@@ -27,7 +27,7 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from control.canonical import content_hash
 from control.strictjson import StrictJSONError, parse_strict
-from runs.tools.base import Timeout, ToolCall, ToolReceipt
+from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import (
     BusinessRejection,
     IdempotencyConflict,

@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from django.conf import settings
 
-from runs.tools.base import Timeout, Tool, ToolCall, ToolReceipt
+from runs.tools.base import Tool
+from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, TransientError
 from runs.tools.http import (
     HttpAnswer,

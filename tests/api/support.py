@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from reconciliation.services import case_open
-from runs import protocol
+from runs.execution import protocol
 from runs.models import Action
 from runs.services import lease_claim, lease_release
-from runs.tools.base import ToolReceipt
+from runs.tools.calls import ToolReceipt
 
 WORKER = "tests-worker"
 

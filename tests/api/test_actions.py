@@ -7,8 +7,8 @@ import json
 import pytest
 
 from control.canonical import intent_digest
-from runs.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.models import Action, Checkpoint, Observation
+from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.services import approval_decide
 from tests.api.conftest import assert_problem
 from tests.api.support import content_hash, execute_with_receipt, make_uncertain_with_case

@@ -15,13 +15,13 @@ from django.db import transaction
 from bench.builder import RunSpec, build_and_insert
 from bench.commits import counting_transactions
 from bench.measure import ensure_bench_tool, make_bench_tenant, measure_pages
+from bench.tools import BenchNoop
 from control.models import Tenant
-from runs.checkpoints import build_state, sign_state
+from runs.execution.worker import drain
 from runs.models import Action, Run, RunEvent
-from runs.tools.bench import BenchNoop
+from runs.record.checkpoints import build_state, sign_state
+from runs.record.verification import run_verify
 from runs.tools.registry import unregister_tool
-from runs.verification import run_verify
-from runs.worker import drain
 
 
 @pytest.fixture

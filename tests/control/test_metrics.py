@@ -9,14 +9,14 @@ import pytest
 from django.db import connection
 from django.test import RequestFactory
 
+from bench.tools import BenchNoop
 from control.counters import REDIS_COUNTERS, count_event
 from control.metrics import metrics_view
-from runs import protocol
+from runs.execution import protocol
+from runs.execution.worker import settle_unknown
 from runs.services import lease_claim
-from runs.tools.bench import BenchNoop
 from runs.tools.registry import register_tool, unregister_tool
 from runs.tools.retry import DEFAULT_POLICY
-from runs.worker import settle_unknown
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db

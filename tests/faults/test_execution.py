@@ -6,8 +6,8 @@ import pytest
 import requests
 
 from runs.models import Action
+from runs.record.verification import run_verify
 from runs.services import run_complete
-from runs.verification import run_verify
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

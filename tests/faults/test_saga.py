@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs.models import Action
-from runs.verification import run_verify
+from runs.record.verification import run_verify
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

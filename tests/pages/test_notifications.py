@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.core import mail
 
+from runs.execution.sweep import sweep_once
 from runs.models import OutboxMessage
 from runs.notifications import (
     EXPIRED,
@@ -23,7 +24,6 @@ from runs.notifications import (
     webhook_verify,
 )
 from runs.services import approval_expire, approval_warn_expiring, tool_policy_set
-from runs.sweep import sweep_once
 from tests.factories import approve, make_action, make_run, make_user
 from tests.pages.conftest import make_expired, make_waiting
 

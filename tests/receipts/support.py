@@ -6,7 +6,7 @@ import hashlib
 
 from control.models import Tenant
 from reconciliation.services import case_open
-from runs import protocol
+from runs.execution import protocol
 from runs.models import Action, Receipt
 from runs.services import lease_claim, lease_release
 from tests.api.support import execute_with_receipt

@@ -9,9 +9,9 @@ import pytest
 from django.urls import reverse
 
 from control.models import AuditEntry
-from runs import receipts_views
 from runs.models import Action, Receipt
-from runs.receipts_views import ledger_rows
+from runs.pages import receipts
+from runs.pages.receipts import ledger_rows
 from tests.factories import make_action, make_run, make_user
 from tests.receipts.support import (
     approved_action,
@@ -154,7 +154,7 @@ def test_another_tenants_auditor_sees_none_of_its_receipts(client, ledger, other
 
     pages = [
         client.get(reverse("receipt_ledger"), {"view": view}).content.decode()
-        for view in receipts_views.LEDGER_VIEWS
+        for view in receipts.LEDGER_VIEWS
     ]
     export = b"".join(client.get(reverse("receipt_export")).streaming_content).decode()
 
@@ -180,7 +180,7 @@ def test_a_receipt_pointing_at_another_tenants_action_is_not_shown(
         source=Receipt.Source.RECONCILER,
     )
 
-    for view in receipts_views.LEDGER_VIEWS:
+    for view in receipts.LEDGER_VIEWS:
         response = auditor_client.get(reverse("receipt_ledger"), {"view": view})
         assert "rcpt-crossed" not in response.content.decode()
 
@@ -208,7 +208,7 @@ def test_each_view_costs_the_same_queries_with_many_rows(
                 action, receipt_id=f"rcpt-{number}", echoed_key=proven.idempotency_key
             )
 
-    for view in receipts_views.LEDGER_VIEWS:
+    for view in receipts.LEDGER_VIEWS:
         with django_assert_num_queries(PAGE_QUERIES):
             response = auditor_client.get(reverse("receipt_ledger"), {"view": view})
         assert len(response.context["page"].rows) >= 10, view
@@ -217,7 +217,7 @@ def test_each_view_costs_the_same_queries_with_many_rows(
 # --- Keyset pagination ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("view", list(receipts_views.LEDGER_VIEWS))
+@pytest.mark.parametrize("view", list(receipts.LEDGER_VIEWS))
 def test_walking_the_pages_visits_every_row_once_in_order(
     auditor_client, tenant, ledger, approver, view, monkeypatch
 ):
@@ -231,7 +231,7 @@ def test_walking_the_pages_visits_every_row_once_in_order(
         uncertain = send_without_answer(approved_action(tenant, approver))
         if number % 2:
             _unproven_receipt(uncertain, receipt_id=f"rcpt-orphan-{number}")
-    monkeypatch.setattr(receipts_views, "PAGE_SIZE", 2)
+    monkeypatch.setattr(receipts, "PAGE_SIZE", 2)
 
     seen, query = [], {"view": view}
     for _ in range(20):
@@ -253,7 +253,7 @@ def test_a_receipt_recorded_meanwhile_does_not_shift_the_next_page(
         send_with_receipt(approved_action(tenant, approver), receipt_id=f"rcpt-{n}").receipt
         for n in range(4)
     ]
-    monkeypatch.setattr(receipts_views, "PAGE_SIZE", 2)
+    monkeypatch.setattr(receipts, "PAGE_SIZE", 2)
     first_page = auditor_client.get(reverse("receipt_ledger"))
     send_with_receipt(approved_action(tenant, approver), receipt_id="rcpt-late")
 
@@ -266,7 +266,7 @@ def test_a_receipt_recorded_meanwhile_does_not_shift_the_next_page(
 
 
 def test_a_cursor_that_does_not_parse_starts_from_the_top(auditor_client, ledger):
-    for view in receipts_views.LEDGER_VIEWS:
+    for view in receipts.LEDGER_VIEWS:
         top = auditor_client.get(reverse("receipt_ledger"), {"view": view})
         garbled = auditor_client.get(reverse("receipt_ledger"), {"view": view, "after": "x~y"})
         assert _ids(garbled) == _ids(top)
@@ -280,7 +280,7 @@ def _csv(response) -> list[list[str]]:
 
 
 def test_the_export_streams_every_receipt_of_a_view_as_csv(auditor_client, ledger, monkeypatch):
-    monkeypatch.setattr(receipts_views, "PAGE_SIZE", 1)
+    monkeypatch.setattr(receipts, "PAGE_SIZE", 1)
 
     response = auditor_client.get(reverse("receipt_export"), {"view": "duplicates"})
 
@@ -335,6 +335,6 @@ def test_the_export_costs_the_same_queries_with_many_rows(
 def test_an_intent_never_sent_is_in_no_view(auditor_client, tenant, approver):
     make_action(make_run(tenant), action_id="proposed-only")
 
-    for view in receipts_views.LEDGER_VIEWS:
+    for view in receipts.LEDGER_VIEWS:
         response = auditor_client.get(reverse("receipt_ledger"), {"view": view})
         assert _ids(response) == []

@@ -8,7 +8,7 @@ import requests
 from reconciliation.exceptions import NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import PROBE_DELAYS, case_open, case_probe, case_resolve
-from runs import protocol
+from runs.execution import protocol
 from runs.models import Action, ToolPolicy
 from runs.services import lease_claim, lease_release
 from sandbox.models import Effect

@@ -13,7 +13,7 @@ from reconciliation import selectors
 from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import ATTEMPTS_SHOWN, PAGE_SIZE
 from reconciliation.services import case_resolve
-from runs import protocol
+from runs.execution import protocol
 from runs.models import Action, Run, ToolPolicy
 from runs.services import lease_claim, lease_release
 from tests.factories import approve, make_action, make_run, make_tenant, make_user

@@ -16,10 +16,10 @@ from control.models import AuditEntry
 from reconciliation import selectors
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_open, case_resolve
-from runs import protocol
+from runs.execution import protocol
 from runs.models import Action, ToolPolicy
 from runs.services import lease_claim, lease_release
-from runs.tools.base import ToolReceipt
+from runs.tools.calls import ToolReceipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.pages.conftest import HTMX, client_for, flashed
 from tests.reconciliation.test_cases import (

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from runs.models import Action, Run
-from runs.verification import run_verify
+from runs.record.verification import run_verify
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db

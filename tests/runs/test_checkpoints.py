@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from control.canonical import canonical_json
-from runs.checkpoints import (
+from runs.exceptions import CheckpointError
+from runs.record.checkpoints import (
     SCHEMA_VERSION,
     check_invariants,
     checkpoint_verify,
     latest_checkpoint,
     sign_state,
 )
-from runs.exceptions import CheckpointError
 from runs.services import lease_claim
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

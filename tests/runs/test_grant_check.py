@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 
 from control.models import Membership
-from runs.events import append_event
 from runs.exceptions import GrantMismatch
 from runs.models import Action, Approval, ToolPolicy
+from runs.record.events import append_event
 from runs.services import grant_check
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

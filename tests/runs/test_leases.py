@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from runs.events import append_event
 from runs.exceptions import LeaseBusy, LeaseLost
+from runs.record.events import append_event
 from runs.services import lease_claim, lease_release, lease_renew
 from tests.factories import make_run, make_tenant
 

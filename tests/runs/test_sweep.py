@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from runs.execution.sweep import sweep_once
 from runs.models import Action, OutboxMessage, ToolPolicy
-from runs.sweep import sweep_once
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 

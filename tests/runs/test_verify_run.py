@@ -7,8 +7,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from runs.events import replay, run_state
 from runs.models import RunEvent
+from runs.record.events import replay, run_state
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db

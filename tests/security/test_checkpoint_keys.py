@@ -10,9 +10,9 @@ from django.core.management.base import CommandError
 from control.audit import audit_verify
 from control.env import env_signing_keys
 from control.models import AuditEntry
-from runs.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint
+from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from tests.factories import make_action, make_run, make_tenant
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import resolve
 
 from control.auth import login_view
-from runs.receipts_views import receipt_export, receipt_ledger
+from runs.pages.receipts import receipt_export, receipt_ledger
 
 
 def test_the_project_routes_the_throttled_login_and_the_receipts_ledger():

@@ -14,7 +14,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from runs.tools.base import Timeout, Tool, ToolCall, ToolReceipt
+from runs.tools.base import Tool
+from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import ReceiptMismatch, ResultUncertain, TransientError
 from runs.tools.schema import DRAFT_2020_12
 

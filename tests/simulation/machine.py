@@ -2,7 +2,7 @@
 reconciliation, with an in-process external ledger (tests/simulation/ledger.py).
 
 Workers are simulated step by step through the same functions, in the same order, as
-runs.worker.process_action calls them, so the machine can interleave "A claims", "A
+runs.execution.worker.process_action calls them, so the machine can interleave "A claims", "A
 records its attempt", "A's call commits", "A crashes", "the lease expires", "B recovers".
 Whole jobs also run through the real `drain()`. Clocks are moved, never our code:
 lease, approval, retry and probe times are rows compared with the database's now(), so
@@ -36,11 +36,15 @@ from rq.job import Job
 
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
-from runs import protocol, worker
-from runs.events import LeaseToken
 from runs.exceptions import GrantMismatch, LeaseLost, StaleState
-from runs.faults import FAULT_POINTS
+from runs.execution import protocol, worker
+from runs.execution.faults import FAULT_POINTS
+from runs.execution.sweep import sweep_once
+from runs.execution.worker import drain
 from runs.models import Action, Attempt, OutboxMessage, Receipt, Run
+from runs.record.events import LeaseToken
+from runs.record.outbox import OPEN_CASE_JOB
+from runs.record.verification import run_verify
 from runs.services import (
     action_propose,
     approval_decide,
@@ -49,13 +53,10 @@ from runs.services import (
     observation_record,
     run_start,
 )
-from runs.sweep import sweep_once
 from runs.tools import errors as tool_errors
-from runs.tools.base import ToolCall
+from runs.tools.calls import ToolCall
 from runs.tools.registry import get_tool
 from runs.tools.retry import RetryPolicy
-from runs.verification import run_verify
-from runs.worker import drain
 from tests.factories import make_tenant, make_user
 from tests.simulation.ledger import PROVIDER_FAULTS, SIM_TOOLS, WorkerCrash
 
@@ -370,7 +371,7 @@ class CountersignMachine(RuleBasedStateMachine):
         self.lives[name] += 1
 
     def _step(self, name: str, state: Stepping) -> None:
-        """One step of runs.worker.process_action/execute, the same calls in the same order."""
+        """One step of runs.execution.worker.process_action/execute: same calls, same order."""
         try:
             self._advance(state)
         except LeaseLost:
@@ -576,9 +577,7 @@ class CountersignMachine(RuleBasedStateMachine):
     def every_unknown_outcome_is_proven_or_in_reconciliation(self) -> None:
         for action in Action.objects.filter(tenant=self.tenant, status="uncertain"):
             has_case = action.cases.exclude(status="resolved").exists()
-            case_coming = OutboxMessage.objects.filter(
-                action=action, job=protocol.OPEN_CASE_JOB
-            ).exists()
+            case_coming = OutboxMessage.objects.filter(action=action, job=OPEN_CASE_JOB).exists()
             assert has_case or case_coming, f"{action.action_id} is uncertain and unowned"
         for attempt in Attempt.objects.filter(action__tenant=self.tenant, status="uncertain"):
             assert attempt.action.status in {"in_flight", "uncertain", *TERMINAL}

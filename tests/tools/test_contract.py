@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from control.canonical import intent_digest
-from runs.tools.base import ToolCall, ToolReceipt
+from runs.tools.calls import ToolCall, ToolReceipt
 from runs.tools.errors import (
     BusinessRejection,
     IdempotencyConflict,

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from control.canonical import content_hash, intent_digest
-from runs.tools.base import ToolCall
+from runs.tools.calls import ToolCall
 from runs.tools.errors import (
     InvalidArguments,
     PermissionDenied,

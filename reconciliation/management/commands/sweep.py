@@ -11,7 +11,7 @@ from django.db import close_old_connections
 
 from control.api_idempotency import purge_expired
 from reconciliation.services import open_missing_cases, probe_due_cases
-from runs.sweep import sweep_once
+from runs.execution.sweep import sweep_once
 
 
 class Command(BaseCommand):

@@ -23,9 +23,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count, OuterRef, Subquery
 
 from control.audit import audit_record
-from runs.checkpoints import checkpoint_verify
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint
+from runs.record.checkpoints import checkpoint_verify
 
 KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SECRET_BYTES = 32

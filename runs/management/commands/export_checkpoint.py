@@ -6,8 +6,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.exceptions import CheckpointError
+from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import run_by_id
 
 

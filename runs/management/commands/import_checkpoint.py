@@ -6,8 +6,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.checkpoints import checkpoint_verify
 from runs.exceptions import CheckpointError, RunsError
+from runs.record.checkpoints import checkpoint_verify
 from runs.selectors import run_by_id
 from runs.services import run_restore
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from runs.record.verification import run_verify
 from runs.selectors import run_by_id
-from runs.verification import run_verify
 
 
 class Command(BaseCommand):

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from control import signing
 from control.canonical import canonical_json, idempotency_key, intent_digest
 from control.strictjson import StrictJSONError, parse_strict
-from runs.events import LeaseToken, check_lease, run_state, to_json_value
 from runs.exceptions import CheckpointError, LeaseLost
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoint, Run
+from runs.record.events import LeaseToken, check_lease, run_state, to_json_value
 
 SCHEMA_VERSION = 1
 ENVELOPE_KEYS = frozenset({"schema_version", "key_id", "mac", "state"})

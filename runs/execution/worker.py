@@ -1,6 +1,6 @@
 """The worker's side of the protocol: claim, verify, send, record; and recovery.
 
-Between the transactional steps of runs.protocol sit the checks and the one external call:
+Between the transactional steps of runs.execution.protocol sit the checks and the one external call:
 claim the run's lease -> verify the checkpoint -> grant check + Attempt(sending) -> check the
 lease again -> call the tool with the intent's key -> record the outcome. An action found
 `in_flight` (a worker died mid-call) is settled by querying the tool by the same key first.
@@ -20,15 +20,15 @@ from django.db.models.functions import Now
 
 from control.canonical import canonical_json, content_hash
 from control.counters import count_event
-from runs import protocol
-from runs.checkpoints import checkpoint_verify, latest_checkpoint
-from runs.events import LeaseToken, check_lease
 from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
-from runs.faults import fault_point
+from runs.execution import protocol
+from runs.execution.faults import fault_point
 from runs.models import Action, Attempt, Receipt, Run
+from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.record.events import LeaseToken, check_lease
 from runs.services import lease_claim, lease_release, run_stop
 from runs.tools import errors as tool_errors
-from runs.tools.base import ToolCall, ToolReceipt
+from runs.tools.calls import ToolCall, ToolReceipt
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
 

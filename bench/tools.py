@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, ClassVar
 
-from runs.tools.base import Timeout, Tool, ToolCall, ToolReceipt
+from runs.tools.base import Tool
+from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.schema import DRAFT_2020_12
 
 

@@ -21,6 +21,11 @@ from runs.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
 
+# Never rename: these job paths are stored in outbox rows and in queued RQ jobs.
+EXECUTE_JOB = "runs.jobs.execute_run"
+NOTIFY_JOB = "runs.notifications.approval_notify"
+OPEN_CASE_JOB = "reconciliation.jobs.open_cases"
+
 
 def job_id_for(message: OutboxMessage) -> str:
     return f"outbox-{message.pk}"

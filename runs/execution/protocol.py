@@ -2,7 +2,7 @@
 
 Each step is one transaction guarded by the run's state_version (compare-and-set) and the
 worker's lease version (fencing). The external call happens between two of these steps,
-never inside one; runs.worker orchestrates them.
+never inside one; runs.execution.worker orchestrates them.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from django.utils import timezone
 
 from control.audit import audit_record
 from control.clock import db_now
-from runs import saga
-from runs.checkpoints import checkpoint_write
-from runs.events import LeaseToken, append_event
 from runs.exceptions import GrantMismatch
+from runs.execution import saga
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
+from runs.record.checkpoints import checkpoint_write
+from runs.record.events import LeaseToken, append_event
+from runs.record.outbox import EXECUTE_JOB, OPEN_CASE_JOB
 from runs.services import (
-    EXECUTE_JOB,
     action_set_status,
     grant_check,
     lease_release,
@@ -29,9 +29,8 @@ from runs.services import (
     run_stop,
     without,
 )
-from runs.tools.base import ToolReceipt
+from runs.tools.calls import ToolReceipt
 
-OPEN_CASE_JOB = "reconciliation.jobs.open_cases"
 Phase = Run.Phase
 Status = Action.Status
 

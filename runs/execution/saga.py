@@ -10,10 +10,10 @@ other write; one that fails for good stops the run at once (compensations are no
 from __future__ import annotations
 
 from control.canonical import content_hash
-from runs.events import LeaseToken, append_event
 from runs.models import TERMINAL_PHASES, Action, Run
+from runs.record.events import LeaseToken, append_event
 from runs.services import action_propose, observation_record
-from runs.tools.base import ToolReceipt
+from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
 
 COMPENSATION_PREFIX = "undo-"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from runs.checkpoints import checkpoint_verify, latest_checkpoint
-from runs.events import replay, run_state, verify_chain
 from runs.exceptions import CheckpointError
 from runs.models import Run
+from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.record.events import replay, run_state, verify_chain
 
 
 def run_verify(run: Run) -> list[str]:

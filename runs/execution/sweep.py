@@ -22,9 +22,8 @@ from rq.job import Job
 from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
-from runs.outbox import relay
+from runs.record.outbox import EXECUTE_JOB, relay
 from runs.services import (
-    EXECUTE_JOB,
     approval_expire,
     approval_warn_expiring,
     run_enforce_limits,

@@ -1,0 +1,83 @@
+"""Tool policies: an admin's approval rules per tool, one form per tool on one page."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from control.models import Tenant
+from control.web import (
+    ADMIN_ROLES,
+    tenant_member,
+)
+from runs import selectors, services
+from runs.pages.forms import (
+    ToolPolicyForm,
+    tool_names,
+)
+from runs.tools.registry import get_tool
+
+POLICIES = "runs/toolpolicy_list.html"
+
+
+@transaction.atomic
+def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[ToolPolicyForm]:
+    stored = selectors.tool_policies(tenant=tenant)
+    forms = []
+    for tool in tool_names():
+        if posted is not None and posted.data.get("tool") == tool:
+            posted.tool_name, posted.slug, posted.stored = tool, _slug(tool), tool in stored
+            forms.append(posted)
+            continue
+        policy = stored.get(tool)
+        initial = {
+            "tool": tool,
+            "needs_approval": policy.needs_approval if policy else get_tool(tool).needs_approval,
+            "four_eyes": policy.four_eyes if policy else False,
+            "required_approvals": policy.required_approvals if policy else 1,
+            "approval_minutes": max(
+                1,
+                (policy.approval_seconds if policy else settings.COUNTERSIGN_APPROVAL_SECONDS)
+                // 60,
+            ),
+        }
+        form = ToolPolicyForm(initial=initial, auto_id=policy_field_id(tool))
+        form.tool_name, form.slug, form.stored = tool, _slug(tool), policy is not None
+        forms.append(form)
+    return forms
+
+
+def _slug(tool: str) -> str:
+    return tool.replace(".", "-")
+
+
+def policy_field_id(tool: str) -> str:
+    """Each tool's row is its own form on one page; its fields need ids of their own."""
+    return f"id_{_slug(tool)}_%s"
+
+
+@require_http_methods(["GET", "POST"])
+@tenant_member(*ADMIN_ROLES)
+def tool_policies(request: HttpRequest) -> HttpResponse:
+    posted = None
+    if request.method == "POST":
+        posted = ToolPolicyForm(request.POST, auto_id=policy_field_id(request.POST.get("tool", "")))
+        if posted.is_valid():
+            data = posted.cleaned_data
+            services.tool_policy_set(
+                tenant=request.tenant,
+                tool=data["tool"],
+                needs_approval=data["needs_approval"],
+                four_eyes=data["four_eyes"],
+                required_approvals=data["required_approvals"],
+                approval_seconds=data["approval_minutes"] * 60,
+                actor=request.user.get_username(),
+            )
+            messages.success(request, f"Saved the policy for {data['tool']}.")
+            return redirect("tool_policies")
+    context = {"forms": _policy_forms(request.tenant, posted)}
+    return render(request, POLICIES, context, status=422 if posted is not None else 200)

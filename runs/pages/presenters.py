@@ -1,0 +1,180 @@
+"""What the operator pages show, computed once per item: templates never compute or query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+
+from django.http import HttpRequest
+from django.utils import timezone
+
+from control.web import (
+    compact_json,
+    pretty_json,
+)
+from runs.exceptions import CheckpointError, GrantMismatch, RunsError
+from runs.models import Action, Approval, Run, RunEvent
+from runs.record.checkpoints import checkpoint_verify
+
+MISSING_BINDING = (
+    "The form did not carry the digest and state version you saw, so nothing was decided. "
+    "Reload the inbox and look again."
+)
+REFUSAL_TITLES = {
+    "digest": "Refused: the intent is not the one you saw",
+    "state_version": "Refused: the run changed since you looked",
+    "expired": "Refused: the request has expired",
+}
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    title: str
+    detail: str = ""
+    diff: list = field(default_factory=list)
+
+
+@dataclass
+class InboxItem:
+    """One request as the operator judges it; every value a template needs, computed here."""
+
+    action: Action
+    now: datetime
+    user_pk: int | None
+    outcome: Outcome | None = None
+
+    @cached_property
+    def run(self) -> Run:
+        return self.action.run
+
+    @cached_property
+    def args_json(self) -> str:
+        return pretty_json(self.action.args)
+
+    @cached_property
+    def plan_text(self) -> str:
+        plan = self.run.plan or {}
+        if isinstance(plan.get("summary"), str):
+            return plan["summary"]
+        if isinstance(plan.get("steps"), list):
+            return " → ".join(str(step) for step in plan["steps"])
+        return compact_json(plan) if plan else ""
+
+    @cached_property
+    def budget_left(self) -> int | None:
+        if self.run.budget_limit is None:
+            return None
+        return max(self.run.budget_limit - self.run.budget_used, 0)
+
+    @cached_property
+    def grants(self) -> list[Approval]:
+        return [a for a in self.action.approvals.all() if a.decision == Approval.Decision.APPROVE]
+
+    @property
+    def missing_approvals(self) -> int:
+        return max(self.action.required_approvals - len(self.grants), 0)
+
+    @cached_property
+    def mine(self) -> Approval | None:
+        return next((a for a in self.action.approvals.all() if a.approver_id == self.user_pk), None)
+
+    @property
+    def waiting(self) -> bool:
+        return self.action.status == Action.Status.WAITING_APPROVAL
+
+    @property
+    def expired(self) -> bool:
+        return self.action.status == Action.Status.EXPIRED or (
+            self.waiting
+            and self.action.expires_at is not None
+            and self.action.expires_at <= self.now
+        )
+
+    @property
+    def decidable(self) -> bool:
+        return self.waiting and not self.expired and self.mine is None
+
+    @property
+    def run_moved(self) -> bool:
+        """The run changed after the proposal by more than this request's own grants."""
+        return self.waiting and self.run.state_version != self.action.base_version + len(
+            self.grants
+        )
+
+    @property
+    def selection(self) -> str:
+        return f"{self.action.pk}/{self.action.base_version}/{self.action.intent_digest}"
+
+
+def inbox_items(request: HttpRequest, actions, outcome: Outcome | None = None) -> list[InboxItem]:
+    now = timezone.now()
+    return [InboxItem(action, now, request.user.pk, outcome) for action in actions]
+
+
+def sentence(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
+def refusal(error: RunsError | str) -> Outcome:
+    """How a refusal reads to the operator: what was refused, why, and that nothing happened."""
+    if isinstance(error, str):
+        return Outcome(False, "Nothing was decided", sentence(error))
+    if isinstance(error, GrantMismatch):
+        title = REFUSAL_TITLES.get(error.rule, "Refused: the grant does not bind")
+        return Outcome(False, title, f"{sentence(str(error))} Nothing was approved.")
+    return Outcome(False, "Refused", f"{sentence(str(error))} Nothing was decided.")
+
+
+@dataclass
+class CheckpointView:
+    checkpoint: object
+    verified: bool
+    problem: str = ""
+
+
+@dataclass
+class ActionView:
+    action: Action
+
+    @cached_property
+    def args_json(self) -> str:
+        return pretty_json(self.action.args)
+
+    @cached_property
+    def receipt(self):
+        return getattr(self.action, "receipt", None)
+
+    @property
+    def receipt_matches(self) -> bool:
+        return self.receipt is not None and self.receipt.intent_digest == self.action.intent_digest
+
+
+@dataclass
+class EventView:
+    event: RunEvent
+
+    def __getattr__(self, name: str):
+        return getattr(self.event, name)
+
+    @cached_property
+    def payload_json(self) -> str:
+        return pretty_json(self.event.payload)
+
+
+def verified_checkpoints(checkpoints, run: Run) -> list[CheckpointView]:
+    """The latest checkpoint must also be the run's current state; older ones must verify."""
+    views = []
+    for index, checkpoint in enumerate(checkpoints):
+        try:
+            checkpoint_verify(checkpoint.body, run=run if index == 0 else None)
+        except CheckpointError as error:
+            views.append(CheckpointView(checkpoint, False, str(error)))
+        else:
+            views.append(CheckpointView(checkpoint, True))
+    return views

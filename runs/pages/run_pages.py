@@ -1,0 +1,127 @@
+"""The run list, the run page (timeline, checkpoints and their verification) and cancel."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from control.tenancy import APPROVER_ROLES
+from control.web import (
+    can_decide,
+    compact_json,
+    pretty_json,
+    tenant_member,
+    with_query,
+)
+from runs import selectors, services
+from runs.exceptions import RunsError
+from runs.models import TERMINAL_PHASES, Run
+from runs.pages.forms import (
+    CancelForm,
+    RunFilterForm,
+)
+from runs.pages.presenters import ActionView, EventView, verified_checkpoints
+
+RUNS = "runs/run_list.html"
+RUN = "runs/run_detail.html"
+CANCEL = "runs/run_cancel.html"
+
+
+@require_GET
+@tenant_member()
+def run_list(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    filters = selectors.RunFilters(
+        phase=form.value("phase"), tool=form.value("tool"), search=form.value("q")
+    )
+    after = request.GET.get("after", "")
+    page = selectors.run_page(tenant=request.tenant, filters=filters, after=after)
+    context = {
+        "filter_form": form,
+        "filters": filters,
+        "runs": page.rows,
+        "first_page": not after,
+        "next_url": with_query(reverse("run_list"), request.GET, after=page.next_cursor)
+        if page.next_cursor
+        else "",
+    }
+    template = f"{RUNS}#run-table" if request.htmx and not request.htmx.boosted else RUNS
+    return render(request, template, context)
+
+
+def _run_context(request: HttpRequest, detail: selectors.RunDetail, **extra) -> dict:
+    run = detail.run
+    return {
+        "run": run,
+        "detail": detail,
+        "plan_json": pretty_json(run.plan),
+        "budget_left": None
+        if run.budget_limit is None
+        else max(run.budget_limit - run.budget_used, 0),
+        "lease_held": detail.lease is not None
+        and detail.lease.expires_at is not None
+        and detail.lease.expires_at > timezone.now(),
+        "checkpoints": verified_checkpoints(detail.checkpoints, run),
+        "actions": [ActionView(action) for action in detail.actions],
+        "events": [EventView(event) for event in detail.events],
+        "evidence_json": compact_json(run.evidence) if run.evidence else "",
+        "stop_report": detail.stop_event.payload["report"] if detail.stop_event else None,
+        "terminal": run.phase in TERMINAL_PHASES,
+        "can_cancel": can_decide(request) and run.phase not in TERMINAL_PHASES,
+        "now": timezone.now(),
+        **extra,
+    }
+
+
+def _detail_or_404(request: HttpRequest, run_id, before: int | None = None):
+    detail = selectors.run_detail(run_id, tenant=request.tenant, events_before=before)
+    if detail is None:
+        raise Http404("No such run in this tenant.")
+    return detail
+
+
+@require_GET
+@tenant_member()
+def run_detail(request: HttpRequest, run_id) -> HttpResponse:
+    before = request.GET.get("before", "")
+    detail = _detail_or_404(request, run_id, int(before) if before.isdigit() else None)
+    context = _run_context(request, detail)
+    template = f"{RUN}#run-live" if request.htmx and not request.htmx.boosted else RUN
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+@tenant_member(*APPROVER_ROLES)
+def run_cancel(request: HttpRequest, run_id) -> HttpResponse:
+    run = selectors.run_by_id(run_id, tenant=request.tenant)
+    if run is None:
+        raise Http404("No such run in this tenant.")
+    form = CancelForm(request.POST or None)
+    if request.method == "GET" or not form.is_valid():
+        return _cancel_page(request, run, form)
+    try:
+        services.run_cancel(
+            run=run, reason=form.cleaned_data["reason"], actor=request.user.get_username()
+        )
+    except RunsError as error:
+        return _cancel_page(request, run, form, error=str(error), status=409)
+    if request.htmx:
+        context = _run_context(request, _detail_or_404(request, run.pk), just_cancelled=True)
+        return render(request, f"{RUN}#run-live", context)
+    messages.success(request, "Run cancelled. The report below lists what was done and in doubt.")
+    return redirect("run_detail", run_id=run.pk)
+
+
+def _cancel_page(request, run: Run, form, *, error: str = "", status: int = 200) -> HttpResponse:
+    context = {
+        "run": run,
+        "form": form,
+        "report": selectors.run_effects_report(run),
+        "error": error,
+        "terminal": run.phase in TERMINAL_PHASES,
+    }
+    return render(request, f"{CANCEL}#confirm" if request.htmx else CANCEL, context, status=status)

@@ -1,0 +1,22 @@
+"""Operator pages of runs: the inbox, the run pages and tool policies (at the site root)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from control.web import tenant_switch
+from runs.pages import inbox, policies, run_pages
+
+urlpatterns = [
+    path("inbox/", inbox.inbox, name="inbox"),
+    path("inbox/bulk/", inbox.inbox_bulk, name="inbox_bulk"),
+    path("inbox/<uuid:action_pk>/approve/", inbox.inbox_approve, name="inbox_approve"),
+    path("inbox/<uuid:action_pk>/reject/", inbox.inbox_reject, name="inbox_reject"),
+    path("inbox/<uuid:action_pk>/edit/", inbox.inbox_edit, name="inbox_edit"),
+    path("inbox/<uuid:action_pk>/ask-again/", inbox.inbox_ask_again, name="inbox_ask_again"),
+    path("runs/", run_pages.run_list, name="run_list"),
+    path("runs/<uuid:run_id>/", run_pages.run_detail, name="run_detail"),
+    path("runs/<uuid:run_id>/cancel/", run_pages.run_cancel, name="run_cancel"),
+    path("policies/", policies.tool_policies, name="tool_policies"),
+    path("tenant/", tenant_switch, name="tenant_switch"),
+]

@@ -1,0 +1,59 @@
+"""Every state change of a run, an intent, a grant or a lease happens here.
+
+Each service runs in one transaction that changes the state with compare-and-set, appends
+its event (runs.record.events), writes the signed checkpoint and, where work follows, an outbox
+message. Views, the API, jobs and commands call these and never write status fields.
+One module per family; callers import from this package.
+"""
+
+from __future__ import annotations
+
+from runs.services.approvals import (
+    approval_decide,
+    approval_expire,
+    approval_warn_expiring,
+    grant_check,
+    run_unchanged_since_proposal,
+)
+from runs.services.common import action_set_status, outbox_write, without
+from runs.services.intents import (
+    action_ask_again,
+    action_edit_and_approve,
+    action_propose,
+)
+from runs.services.leases import lease_claim, lease_release, lease_renew
+from runs.services.policies import tool_policy_set
+from runs.services.runs import (
+    observation_record,
+    run_cancel,
+    run_complete,
+    run_enforce_limits,
+    run_restore,
+    run_start,
+    run_stop,
+)
+
+__all__ = [
+    "action_ask_again",
+    "action_edit_and_approve",
+    "action_propose",
+    "action_set_status",
+    "approval_decide",
+    "approval_expire",
+    "approval_warn_expiring",
+    "grant_check",
+    "lease_claim",
+    "lease_release",
+    "lease_renew",
+    "observation_record",
+    "outbox_write",
+    "run_cancel",
+    "run_complete",
+    "run_enforce_limits",
+    "run_restore",
+    "run_start",
+    "run_stop",
+    "run_unchanged_since_proposal",
+    "tool_policy_set",
+    "without",
+]

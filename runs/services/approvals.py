@@ -1,0 +1,209 @@
+"""Grants: a decision bound to a digest and a state version, the check before a send, expiry."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from control.audit import audit_record
+from control.clock import db_now
+from control.tenancy import APPROVER_ROLES, has_any_role
+from runs import notifications
+from runs.exceptions import (
+    GrantMismatch,
+    InvalidArguments,
+    InvalidTransition,
+    NotAllowed,
+)
+from runs.models import (
+    Action,
+    Approval,
+    OutboxMessage,
+    Run,
+    RunEvent,
+)
+from runs.record.checkpoints import checkpoint_write
+from runs.record.events import append_event
+from runs.record.outbox import EXECUTE_JOB, NOTIFY_JOB
+from runs.services.common import action_set_status, notify_approvers, outbox_write, without
+
+Phase = Run.Phase
+Status = Action.Status
+
+
+def run_unchanged_since_proposal(*, run: Run, action: Action, own_events: int) -> bool:
+    """ "State version equal", the one rule behind every grant (DESIGN.md, protocol step 2):
+    a grant names the version the approver saw (the intent's base_version), and since then
+    nothing but this intent's own events (its grants; once executing, its attempts) may have
+    changed the run. Every event adds exactly one to state_version, so that holds exactly
+    when the run's version is the base plus the intent's own events."""
+    return run.state_version == action.base_version + own_events
+
+
+@transaction.atomic
+def approval_decide(
+    *,
+    action: Action,
+    approver,
+    decision: str,
+    seen_digest: str,
+    seen_state_version: int,
+    reason: str = "",
+) -> Approval:
+    """Records one person's decision on exactly the intent they saw (digest and version)."""
+    if decision not in Approval.Decision.values:
+        raise InvalidArguments(f"decision must be approve or reject, not {decision!r}")
+    run = action.run
+    if not has_any_role(approver, run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may decide")
+    if action.status != Status.WAITING_APPROVAL:
+        raise InvalidTransition(f"action is {action.status}, not waiting for approval")
+    now = db_now()
+    if action.expires_at is None or action.expires_at <= now:
+        raise GrantMismatch("expired", "the approval request has expired; ask again")
+    if seen_digest != action.intent_digest:
+        raise GrantMismatch("digest", "what you saw is not the intent waiting for approval")
+    grants = list(action.approvals.filter(decision=Approval.Decision.APPROVE))
+    if any(grant.approver_id == approver.pk for grant in grants):
+        raise InvalidTransition("already decided by you; another operator must add theirs")
+    if seen_state_version != action.base_version or not run_unchanged_since_proposal(
+        run=run, action=action, own_events=len(grants)
+    ):
+        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
+    if (
+        decision == Approval.Decision.APPROVE
+        and action.four_eyes
+        and (action.proposed_by_user_id == approver.pk)
+    ):
+        raise NotAllowed("four eyes: the proposer cannot approve their own intent")
+    if reason and len(reason) > 2000:
+        raise InvalidArguments("reason is longer than 2000 characters")
+    approval = Approval.objects.create(
+        tenant_id=action.tenant_id,
+        action=action,
+        decision=decision,
+        approver=approver,
+        reason=reason,
+        intent_digest=action.intent_digest,
+        state_version=seen_state_version,
+        target_scope=action.target,
+        expires_at=action.expires_at,
+        created_at=now,
+    )
+    actor = approver.get_username()
+    if decision == Approval.Decision.REJECT:
+        action_set_status(
+            action,
+            expected={Status.WAITING_APPROVAL},
+            status=Status.REJECTED,
+            decision_reason=reason,
+        )
+        append_event(
+            run,
+            type="action.rejected",
+            actor=actor,
+            action=action,
+            payload={"reason": reason},
+            changes={
+                "phase": Phase.RUNNING,
+                "pending_work": without(run.pending_work, action.action_id),
+            },
+        )
+    elif len(grants) + 1 >= action.required_approvals:
+        action_set_status(
+            action, expected={Status.WAITING_APPROVAL}, status=Status.APPROVED, next_attempt_at=now
+        )
+        append_event(
+            run,
+            type="action.approved",
+            actor=actor,
+            action=action,
+            payload={"approvals": len(grants) + 1},
+            changes={"phase": Phase.EXECUTING},
+        )
+        outbox_write(run, job=EXECUTE_JOB, action=action)
+    else:
+        append_event(
+            run,
+            type="approval.granted",
+            actor=actor,
+            action=action,
+            payload={"approvals": len(grants) + 1, "required": action.required_approvals},
+        )
+    checkpoint_write(run)
+    audit_record(
+        actor=actor,
+        verb=f"action.{decision}",
+        tenant=run.tenant,
+        object_type="action",
+        object_id=str(action.pk),
+        reason=reason,
+        data={"intent_digest": action.intent_digest, "state_version": seen_state_version},
+    )
+    return approval
+
+
+def grant_check(action: Action) -> None:
+    """Is the grant valid for this exact intent now? Raises GrantMismatch naming the broken
+    binding. A missing or malformed field is never approval."""
+    if not action.needs_approval:
+        return
+    run = action.run
+    decisions = list(action.approvals.select_related("approver"))
+    if any(d.decision != Approval.Decision.APPROVE for d in decisions):
+        raise GrantMismatch("decision", "the intent was rejected")
+    now = db_now()
+    approvers = set()
+    for grant in decisions:
+        if not grant.intent_digest or grant.intent_digest != action.intent_digest:
+            raise GrantMismatch("digest", "a grant is bound to another intent")
+        if grant.state_version is None or grant.state_version != action.base_version:
+            raise GrantMismatch("state_version", "a grant names another state version")
+        if not grant.target_scope or grant.target_scope != action.target:
+            raise GrantMismatch("scope", "the target is outside a grant's scope")
+        if grant.expires_at is None or grant.expires_at <= now:
+            raise GrantMismatch("expired", "a grant has expired")
+        if not has_any_role(grant.approver, run.tenant, APPROVER_ROLES):
+            raise GrantMismatch("role", "an approver does not hold the operator role here")
+        if action.four_eyes and grant.approver_id == action.proposed_by_user_id:
+            raise GrantMismatch("four_eyes", "the proposer approved their own intent")
+        approvers.add(grant.approver_id)
+    if len(approvers) < action.required_approvals:
+        raise GrantMismatch(
+            "approvals", f"{len(approvers)} of {action.required_approvals} approvals"
+        )
+    own_events = RunEvent.objects.filter(run=run, action=action, seq__gt=action.base_event_seq)
+    if not run_unchanged_since_proposal(run=run, action=action, own_events=own_events.count()):
+        raise GrantMismatch("state_version", "the run changed after the intent was approved")
+
+
+@transaction.atomic
+def approval_expire(*, action: Action) -> bool:
+    """Marks an unanswered request expired (never approved); True when it did."""
+    run = action.run
+    if action.status != Status.WAITING_APPROVAL or action.expires_at > db_now():
+        return False
+    action_set_status(action, expected={Status.WAITING_APPROVAL}, status=Status.EXPIRED)
+    notify_approvers(run, action, kind=notifications.EXPIRED)
+    append_event(
+        run,
+        type="action.expired",
+        actor="countersign",
+        action=action,
+        changes={
+            "phase": Phase.RUNNING,
+            "pending_work": without(run.pending_work, action.action_id),
+        },
+    )
+    checkpoint_write(run)
+    return True
+
+
+def approval_warn_expiring(*, action: Action) -> bool:
+    """Once per request: tells operators it is about to expire. True when it wrote."""
+    already = OutboxMessage.objects.filter(
+        action=action, job=NOTIFY_JOB, payload__kind=notifications.EXPIRING
+    ).exists()
+    if already or action.status != Status.WAITING_APPROVAL:
+        return False
+    notify_approvers(action.run, action, kind=notifications.EXPIRING)
+    return True

@@ -1,0 +1,58 @@
+"""What every service shares: compare-and-set on an action's status, outbox writes, phase checks."""
+
+from __future__ import annotations
+
+from django.db.models.functions import Now
+
+from runs.exceptions import (
+    InvalidTransition,
+    StaleState,
+)
+from runs.models import (
+    Action,
+    OutboxMessage,
+    Run,
+)
+from runs.record.outbox import NOTIFY_JOB, deliver_after_commit
+
+
+def outbox_write(
+    run: Run, *, job: str, action: Action | None = None, payload: dict | None = None
+) -> OutboxMessage:
+    message = OutboxMessage.objects.create(
+        tenant_id=run.tenant_id, job=job, run=run, action=action, payload=payload or {}
+    )
+    deliver_after_commit(message.pk)
+    return message
+
+
+def notify_approvers(run: Run, action: Action, *, kind: str) -> OutboxMessage:
+    """Tells the tenant's operators about an approval moment, after commit, through RQ."""
+    return outbox_write(
+        run,
+        job=NOTIFY_JOB,
+        action=action,
+        payload={"action": str(action.pk), "kind": kind},
+    )
+
+
+def action_set_status(action: Action, *, expected: set[str], status: str, **fields) -> None:
+    """Compare-and-set on the action's status; a count other than 1 means someone moved first."""
+    updated = Action.objects.filter(pk=action.pk, status__in=expected).update(
+        status=status, updated_at=Now(), **fields
+    )
+    if updated != 1:
+        raise StaleState(f"action {action.action_id} is no longer {sorted(expected)}")
+    action.status = status
+    for name, value in fields.items():
+        setattr(action, name, value)
+
+
+def without(work: list[str], action_id: str) -> list[str]:
+    """The run's pending work once `action_id` is no longer pending."""
+    return [item for item in work if item != action_id]
+
+
+def require_phase(run: Run, phases: set[str], doing: str) -> None:
+    if run.phase not in phases:
+        raise InvalidTransition(f"cannot {doing}: run is {run.phase}")

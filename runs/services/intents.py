@@ -1,0 +1,290 @@
+"""Frozen intents: proposal, edit-then-approve and ask-again (each a new key and digest)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+
+from control.audit import audit_record
+from control.canonical import idempotency_key, intent_digest
+from control.clock import db_now
+from control.tenancy import APPROVER_ROLES, has_any_role
+from runs import notifications
+from runs.exceptions import (
+    GrantMismatch,
+    IntentConflict,
+    InvalidArguments,
+    InvalidTransition,
+    NotAllowed,
+)
+from runs.models import (
+    Action,
+    Approval,
+    Observation,
+    Run,
+)
+from runs.record.checkpoints import checkpoint_write
+from runs.record.events import append_event
+from runs.record.outbox import EXECUTE_JOB
+from runs.selectors import policy_for
+from runs.services.approvals import (
+    approval_decide,
+    approval_expire,
+    run_unchanged_since_proposal,
+)
+from runs.services.common import (
+    action_set_status,
+    notify_approvers,
+    outbox_write,
+    require_phase,
+    without,
+)
+from runs.services.runs import run_enforce_limits
+from runs.tools import errors as tool_errors
+from runs.tools.registry import get_tool
+
+Phase = Run.Phase
+Status = Action.Status
+
+
+def action_propose(
+    *,
+    run: Run,
+    action_id: str,
+    tool: str,
+    target: str,
+    args: dict,
+    contract_version: str,
+    proposed_by: str,
+    observation: Observation | None = None,
+    proposed_by_user=None,
+    supersedes: Action | None = None,
+) -> tuple[Action, bool]:
+    """Freezes an intent. The same logical action with the same digest returns the existing
+    intent (created=False); with a different digest it is an IntentConflict."""
+    try:
+        adapter = get_tool(tool, contract_version)
+        target, args = adapter.normalize(target=target, args=args)
+    except tool_errors.ToolError as error:
+        raise InvalidArguments(str(error)) from None
+    try:
+        digest = intent_digest(tool=tool, target=target, args=args)
+        idempotency_key(
+            run_id=str(run.pk),
+            action_id=action_id,
+            target=target,
+            contract_version=contract_version,
+        )
+    except ValueError as error:
+        raise InvalidArguments(str(error)) from None
+    existing = _frozen_as(run, action_id=action_id, digest=digest)
+    if existing is not None:
+        return existing, False
+    if run_enforce_limits(run=run):
+        raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
+    try:
+        with transaction.atomic():
+            return _action_freeze(
+                run=run,
+                action_id=action_id,
+                tool=tool,
+                target=target,
+                args=args,
+                contract_version=contract_version,
+                digest=digest,
+                proposed_by=proposed_by,
+                observation=observation,
+                proposed_by_user=proposed_by_user,
+                supersedes=supersedes,
+            ), True
+    except IntegrityError:
+        # A concurrent proposal of the same logical action won the unique constraint.
+        existing = _frozen_as(run, action_id=action_id, digest=digest)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def _frozen_as(run: Run, *, action_id: str, digest: str) -> Action | None:
+    """The intent already frozen under this logical id, if its digest is the same one."""
+    existing = Action.objects.filter(run=run, action_id=action_id).first()
+    if existing is not None and existing.intent_digest != digest:
+        raise IntentConflict(
+            f"action {action_id!r} was frozen with digest {existing.intent_digest}; "
+            "new arguments need a new action id"
+        )
+    return existing
+
+
+@transaction.atomic
+def _action_freeze(
+    *,
+    run,
+    action_id,
+    tool,
+    target,
+    args,
+    contract_version,
+    digest,
+    proposed_by,
+    observation,
+    proposed_by_user,
+    supersedes,
+) -> Action:
+    allowed = {Phase.WAITING_APPROVAL} if supersedes is not None else {Phase.RUNNING}
+    require_phase(run, allowed, "propose an action")
+    policy = policy_for(tenant=run.tenant, tool=tool)
+    if observation is not None and observation.run_id != run.pk:
+        raise InvalidArguments("the observation belongs to another run")
+    if policy.needs_approval and observation is None:
+        raise InvalidArguments("an action that needs approval must rest on an observation")
+    if supersedes is not None:
+        action_set_status(supersedes, expected={Status.WAITING_APPROVAL}, status=Status.SUPERSEDED)
+    now = db_now()
+    action = Action.objects.create(
+        tenant_id=run.tenant_id,
+        run=run,
+        action_id=action_id,
+        tool=tool,
+        target=target,
+        args=args,
+        contract_version=contract_version,
+        idempotency_key=idempotency_key(
+            run_id=str(run.pk),
+            action_id=action_id,
+            target=target,
+            contract_version=contract_version,
+        ),
+        intent_digest=digest,
+        observation=observation,
+        supersedes=supersedes,
+        proposed_by=proposed_by,
+        proposed_by_user=proposed_by_user,
+        needs_approval=policy.needs_approval,
+        four_eyes=policy.four_eyes,
+        required_approvals=policy.required_approvals,
+        status=Status.WAITING_APPROVAL if policy.needs_approval else Status.APPROVED,
+        base_version=run.state_version + 1,
+        base_event_seq=run.last_event_seq + 1,
+        expires_at=now + timedelta(seconds=policy.approval_seconds)
+        if policy.needs_approval
+        else None,
+        next_attempt_at=None if policy.needs_approval else now,
+    )
+    append_event(
+        run,
+        type="action.proposed",
+        actor=proposed_by,
+        action=action,
+        payload={
+            "action_id": action_id,
+            "tool": tool,
+            "target": target,
+            "intent_digest": digest,
+            "idempotency_key": action.idempotency_key,
+            "supersedes": supersedes.action_id if supersedes else None,
+        },
+        changes={
+            "phase": Phase.WAITING_APPROVAL if policy.needs_approval else Phase.EXECUTING,
+            "pending_work": [action_id, *without(run.pending_work, action_id)],
+        },
+    )
+    if policy.needs_approval:
+        notify_approvers(run, action, kind=notifications.REQUESTED)
+    else:
+        outbox_write(run, job=EXECUTE_JOB, action=action)
+    checkpoint_write(run)
+    return action
+
+
+def derived_action_id(action: Action) -> str:
+    """The next logical id in an intent's lineage: close-ticket -> close-ticket~2 -> ~3."""
+    base = action.action_id.split("~", 1)[0]
+    taken = Action.objects.filter(run_id=action.run_id, action_id__startswith=f"{base}~").count()
+    return f"{base}~{taken + 2}"
+
+
+@transaction.atomic
+def action_edit_and_approve(
+    *,
+    action: Action,
+    editor,
+    args: dict,
+    seen_digest: str,
+    seen_state_version: int,
+    reason: str = "",
+) -> Action:
+    """Edit then approve: a new frozen intent (new logical id, key and digest) supersedes the
+    one the editor saw, and the editor's approval goes to the new one. Where four eyes are
+    required the new intent waits for another operator instead."""
+    if not has_any_role(editor, action.run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may edit an intent")
+    if action.status != Status.WAITING_APPROVAL:
+        raise InvalidTransition(f"action is {action.status}, not waiting for approval")
+    if seen_digest != action.intent_digest or seen_state_version != action.base_version:
+        raise GrantMismatch("digest", "what you edited is not the intent waiting for approval")
+    run = action.run
+    if not run_unchanged_since_proposal(
+        run=run, action=action, own_events=action.approvals.count()
+    ):
+        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
+    edited, _ = action_propose(
+        run=run,
+        action_id=derived_action_id(action),
+        tool=action.tool,
+        target=action.target,
+        args=args,
+        contract_version=action.contract_version,
+        observation=action.observation,
+        proposed_by=editor.get_username(),
+        proposed_by_user=editor,
+        supersedes=action,
+    )
+    if edited.intent_digest == action.intent_digest:
+        raise InvalidArguments("the edit changes nothing; approve the original instead")
+    audit_record(
+        actor=editor.get_username(),
+        verb="action.edit",
+        tenant=run.tenant,
+        object_type="action",
+        object_id=str(edited.pk),
+        reason=reason,
+        data={"supersedes": str(action.pk), "before": action.args, "after": edited.args},
+    )
+    if edited.four_eyes:
+        return edited
+    approval_decide(
+        action=edited,
+        approver=editor,
+        decision=Approval.Decision.APPROVE,
+        seen_digest=edited.intent_digest,
+        seen_state_version=edited.base_version,
+        reason=reason,
+    )
+    edited.refresh_from_db()
+    return edited
+
+
+def action_ask_again(*, action: Action, requester) -> Action:
+    """Re-proposes an expired request as a new intent (new logical id, so a new key). A
+    request past its expiry that the sweep has not marked yet is marked expired first."""
+    if action.status == Status.WAITING_APPROVAL:
+        approval_expire(action=action)
+        action.refresh_from_db()
+    if action.status != Status.EXPIRED:
+        raise InvalidTransition(f"only an expired request can be asked again, not {action.status}")
+    if not has_any_role(requester, action.run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may ask again")
+    again, _ = action_propose(
+        run=action.run,
+        action_id=derived_action_id(action),
+        tool=action.tool,
+        target=action.target,
+        args=action.args,
+        contract_version=action.contract_version,
+        observation=action.observation,
+        proposed_by=requester.get_username(),
+        proposed_by_user=requester,
+    )
+    return again
