@@ -26,3 +26,13 @@ def count_event(name: str, amount: int = 1) -> None:
         django_rq.get_connection(settings.RQ_EXECUTION_QUEUE).hincrby(REDIS_COUNTERS, name, amount)
     except RedisError as error:
         logger.info("metric %s not counted: %s", name, error)
+
+
+def worker_event_counts() -> tuple[dict[str, int], bool]:
+    """Every worker event's count, and whether Redis answered (a scrape reports both)."""
+    try:
+        raw = django_rq.get_connection(settings.RQ_EXECUTION_QUEUE).hgetall(REDIS_COUNTERS)
+    except RedisError as error:
+        logger.warning("metrics: Redis unreachable: %s", error)
+        return {}, False
+    return {key.decode(): int(value) for key, value in raw.items()}, True

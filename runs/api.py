@@ -7,7 +7,6 @@ changes state only through runs.services. POSTs run under control.api_idempotenc
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Annotated, Any
 
 from django.db import IntegrityError
@@ -20,12 +19,19 @@ from control.api_idempotency import idempotent_post
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
 from control.canonical import canonical_json
-from control.tenancy import scoped
 from runs import schemas
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
-from runs.models import Action, Observation, Run, ToolPolicy
+from runs.models import Action, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
-from runs.selectors import run_by_id
+from runs.selectors import (
+    action_status,
+    action_with_decisions,
+    approval_overrides,
+    latest_case,
+    observation_of_run,
+    run_by_id,
+    runs_newest_first,
+)
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
 from runs.tools.registry import all_tools
 
@@ -75,25 +81,10 @@ def _run_or_404(request: HttpRequest, run_id: str) -> Run:
 
 
 def _action_or_404(request: HttpRequest, action_pk: str) -> Action:
-    try:
-        pk = uuid.UUID(action_pk)
-    except ValueError:
-        raise NotFound(f"no action {action_pk} here") from None
-    action = (
-        scoped(Action.objects.all(), request.auth.tenant)
-        .select_related("receipt", "supersedes", "superseded_by")
-        .prefetch_related("approvals__approver")
-        .filter(pk=pk)
-        .first()
-    )
+    action = action_with_decisions(action_pk, tenant=request.auth.tenant)
     if action is None:
         raise NotFound(f"no action {action_pk} here")
     return action
-
-
-def _latest_case(action: Action) -> dict | None:
-    # The reverse relation of reconciliation's cases: runs never imports reconciliation.
-    return action.cases.order_by("-opened_at").values("id", "status", "reason").first()
 
 
 # Response bodies.
@@ -174,7 +165,7 @@ def _reference(action: Action | None) -> dict[str, Any] | None:
 
 
 def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
-    case = _latest_case(action)
+    case = latest_case(action)
     return {
         "id": action.id,
         "run_id": action.run_id,
@@ -248,9 +239,7 @@ def list_runs(
     phase: Run.Phase | None = None,
 ):
     """The tenant's runs, newest first, `limit` (at most 100) from `offset`."""
-    runs = scoped(Run.objects.all(), request.auth.tenant).order_by("-created_at", "-id")
-    if phase is not None:
-        runs = runs.filter(phase=phase)
+    runs = runs_newest_first(tenant=request.auth.tenant, phase=phase)
     count = runs.count()
     page = list(runs[offset : offset + limit])
     following = None
@@ -276,9 +265,7 @@ def get_run(request: HttpRequest, run_id: str):
 @get("/tools", response={200: list[schemas.ToolOut], **problems(401, 422)})
 def list_tools(request: HttpRequest):
     """Every tool and contract version; needs_approval as this tenant's policy says."""
-    policies = dict(
-        ToolPolicy.objects.filter(tenant=request.auth.tenant).values_list("tool", "needs_approval")
-    )
+    policies = approval_overrides(tenant=request.auth.tenant)
     tools = []
     for tool in all_tools():
         described = tool.describe()
@@ -329,9 +316,7 @@ def propose_action(request: HttpRequest, run_id: str, payload: schemas.ActionIn)
     run = _run_or_404(request, run_id)
     observation = None
     if payload.observation_id is not None:
-        observation = Observation.objects.filter(
-            tenant=request.auth.tenant, run=run, pk=payload.observation_id
-        ).first()
+        observation = observation_of_run(payload.observation_id, run=run)
         if observation is None:
             raise InvalidArguments(f"no observation {payload.observation_id} in this run")
     action, created = _propose(request, run, payload, observation)
@@ -382,7 +367,7 @@ def get_action(
         status = action.status
         while status in PENDING_STATUSES and (remaining := deadline - time.monotonic()) > 0:
             time.sleep(min(POLL_INTERVAL_SECONDS, remaining))
-            status = Action.objects.filter(pk=action.pk).values_list("status", flat=True).get()
+            status = action_status(action.pk)
         if status != action.status:
             action = _action_or_404(request, action_pk)
     return action_body(request, action)

@@ -9,32 +9,30 @@ Views of the ledger (`?view=`):
 
 Auditors and admins of the request's tenant read it (others get 403, audited); every query
 filters by that tenant, on the receipt and on its action. Pages are keyset-paginated (a page
-costs the same queries on page 1 and page 1,000); `export.csv` streams a whole view.
+costs the same queries on page 1 and page 1,000; the queries are in runs.selectors);
+`export.csv` streams a whole view, and each export is audited (runs.services.ledger).
 """
 
 from __future__ import annotations
 
 import csv
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlencode
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from control.audit import audit_record
-from control.models import Role, Tenant
+from control.models import Role
 from control.web import tenant_member
-from runs.models import Action, Attempt, Receipt
+from runs import selectors
+from runs.models import Action, Receipt
+from runs.services import ledger_export_record
 
 LEDGER_ROLES = (Role.AUDITOR, Role.ADMIN)
-PAGE_SIZE = 50
-PROVEN_STATUSES = (Action.Status.SUCCEEDED, Action.Status.SATISFIED)
 
 
 @dataclass(frozen=True)
@@ -73,93 +71,6 @@ LEDGER_VIEWS = {
         ),
     )
 }
-
-
-# --- Reads -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LedgerPage:
-    rows: list
-    next_cursor: str = ""
-
-
-def _receipts(tenant: Tenant) -> QuerySet[Receipt]:
-    return Receipt.objects.filter(tenant=tenant, action__tenant=tenant).select_related("action")
-
-
-def _sent_without_receipt(tenant: Tenant) -> QuerySet[Action]:
-    attempts = Attempt.objects.filter(action=OuterRef("pk")).order_by("-number")
-    return (
-        Action.objects.filter(tenant=tenant, receipt__isnull=True)
-        .filter(Exists(attempts))
-        .annotate(
-            last_attempt_status=Subquery(attempts.values("status")[:1]),
-            last_attempt_started_at=Subquery(attempts.values("started_at")[:1]),
-            last_attempt_error_class=Subquery(attempts.values("error_class")[:1]),
-        )
-    )
-
-
-def ledger_rows(*, tenant: Tenant, view: str) -> QuerySet:
-    """The rows of one view, ordered as the pages walk them."""
-    if view == "unreceipted":
-        return _sent_without_receipt(tenant).order_by("-created_at", "-pk")
-    receipts = _receipts(tenant)
-    if view == "unproven":
-        receipts = receipts.exclude(action__status__in=PROVEN_STATUSES)
-    elif view == "duplicates":
-        shared = (
-            Receipt.objects.filter(tenant=tenant)
-            .exclude(idempotency_key="")
-            .values("idempotency_key")
-            .annotate(receipts=Count("pk"))
-            .filter(receipts__gt=1)
-            .values("idempotency_key")
-        )
-        return receipts.filter(idempotency_key__in=shared).order_by("idempotency_key", "pk")
-    elif view == "mismatched":
-        receipts = receipts.filter(
-            ~Q(intent_digest=F("action__intent_digest"))
-            | (~Q(idempotency_key="") & ~Q(idempotency_key=F("action__idempotency_key")))
-        )
-    elif view != "all":
-        raise ValueError(f"unknown ledger view {view!r}")
-    return receipts.order_by("-pk")
-
-
-def _cursor(view: str, row) -> str:
-    if view == "unreceipted":
-        return f"{row.created_at.isoformat()}~{row.pk}"
-    if view == "duplicates":
-        return f"{row.pk}~{row.idempotency_key}"
-    return str(row.pk)
-
-
-def _after(view: str, rows: QuerySet, cursor: str) -> QuerySet:
-    """Rows after `cursor` in the view's order; a cursor that does not parse starts over."""
-    try:
-        if view == "unreceipted":
-            moment, pk = cursor.rsplit("~", 1)
-            created_at, pk = datetime.fromisoformat(moment), uuid.UUID(pk)
-            return rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
-        if view == "duplicates":
-            pk, key = cursor.split("~", 1)
-            return rows.filter(Q(idempotency_key__gt=key) | Q(idempotency_key=key, pk__gt=int(pk)))
-        return rows.filter(pk__lt=int(cursor))
-    except ValueError:
-        return rows
-
-
-def ledger_page(*, tenant: Tenant, view: str, after: str = "") -> LedgerPage:
-    """One page of a view: one query, whatever the page or the size of the ledger."""
-    rows = ledger_rows(tenant=tenant, view=view)
-    if after:
-        rows = _after(view, rows, after)
-    found = list(rows[: PAGE_SIZE + 1])
-    more = len(found) > PAGE_SIZE
-    found = found[:PAGE_SIZE]
-    return LedgerPage(found, _cursor(view, found[-1]) if more else "")
 
 
 # --- CSV ---------------------------------------------------------------------------------
@@ -276,7 +187,9 @@ def _view_of(request: HttpRequest) -> LedgerView:
 @tenant_member(*LEDGER_ROLES)
 def receipt_ledger(request: HttpRequest) -> HttpResponse:
     view = _view_of(request)
-    page = ledger_page(tenant=request.tenant, view=view.key, after=request.GET.get("after", ""))
+    page = selectors.ledger_page(
+        tenant=request.tenant, view=view.key, after=request.GET.get("after", "")
+    )
     context = {
         "view": view,
         "views": LEDGER_VIEWS.values(),
@@ -293,14 +206,8 @@ def receipt_ledger(request: HttpRequest) -> HttpResponse:
 def receipt_export(request: HttpRequest) -> StreamingHttpResponse:
     """The whole view as CSV, streamed; each export is in the audit chain."""
     view = _view_of(request)
-    audit_record(
-        actor=request.user.get_username(),
-        verb="receipts.export",
-        tenant=request.tenant,
-        object_type="receipts",
-        object_id=view.key,
-    )
-    rows = ledger_rows(tenant=request.tenant, view=view.key).iterator(chunk_size=2000)
+    ledger_export_record(tenant=request.tenant, actor=request.user.get_username(), view=view.key)
+    rows = selectors.ledger_rows(tenant=request.tenant, view=view.key).iterator(chunk_size=2000)
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     response = StreamingHttpResponse(csv_lines(view, rows), content_type="text/csv")
     response["Content-Disposition"] = (

@@ -22,6 +22,7 @@ from runs.services.intents import (
     action_propose,
 )
 from runs.services.leases import lease_claim, lease_release, lease_renew
+from runs.services.ledger import ledger_export_record
 from runs.services.policies import tool_policy_set
 from runs.services.runs import (
     observation_record,
@@ -45,6 +46,7 @@ __all__ = [
     "lease_claim",
     "lease_release",
     "lease_renew",
+    "ledger_export_record",
     "observation_record",
     "outbox_write",
     "run_cancel",
