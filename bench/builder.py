@@ -4,8 +4,11 @@ Going through runs.services costs ~40 queries and a signed checkpoint per run (t
 a loaded 2-core machine), far too slow for 10,000 runs and a million events. This module
 computes the same rows in Python with the same helpers the services use (idempotency keys,
 intent digests, the event hash chain, the signed checkpoint envelope) and streams them with
-PostgreSQL's COPY. tests/bench proves the result equal to the services' own: every seeded
-run passes `verify_run`, and its checkpoint is byte-for-byte what `checkpoint_write` signs.
+PostgreSQL's COPY. Each event's type, payload and changes come from runs.record.payloads,
+the functions the services themselves append with, so the two cannot drift apart. tests/bench
+proves the result equal to the services' own: every seeded run passes `verify_run`, its
+checkpoint is byte-for-byte what `checkpoint_write` signs, and its events match, one by one,
+those of a run taken through the services.
 
 A built run is `waiting_approval` (an intent waiting for a decision) or `executing` (the
 intent approved, its Approval row, event and outbox message in place, ready for a worker).
@@ -43,27 +46,17 @@ from runs.record.checkpoints import (
 )
 from runs.record.events import GENESIS_HASH, event_hash, to_json_value
 from runs.record.outbox import EXECUTE_JOB
+from runs.record.payloads import (
+    action_approved,
+    action_proposed,
+    observation_recorded,
+    run_started,
+)
 
-Phase = Run.Phase
 Status = Action.Status
 AGENT = "bench-agent"
 # COPY in slices so a million events never sit in memory at once.
 SLICE = 500
-
-RUN_STARTED_CHANGES = {
-    "phase": Phase.RUNNING,
-    "plan": {},
-    "completed_work": [],
-    "pending_work": [],
-    "budget_limit": None,
-    "budget_used": 0,
-    "deadline": None,
-    "versions": {},
-    "next_eligible_at": None,
-    "retry_count": 0,
-    "stop_reason": "",
-    "evidence": None,
-}
 
 
 @dataclass
@@ -138,8 +131,10 @@ def build_run(spec: RunSpec, *, now: datetime) -> BuiltRun:
         updated_at=now,
     )
     chain = _Chain(run, created)
-    started = {"goal": spec.goal, **RUN_STARTED_CHANGES}
-    chain.append(type="run.started", actor=AGENT, changes=started)
+    chain.append(
+        actor=AGENT,
+        **run_started(goal=spec.goal, plan=None, budget_limit=None, deadline=None, versions=None),
+    )
     observations = []
     for number in range(spec.observations):
         summary = f"observation {number} of run {run.id}"
@@ -154,16 +149,7 @@ def build_run(spec: RunSpec, *, now: datetime) -> BuiltRun:
             created_at=created,
         )
         observations.append(observation)
-        chain.append(
-            type="observation.recorded",
-            actor=AGENT,
-            payload={
-                "observation": str(observation.id),
-                "source": observation.source,
-                "ref": observation.ref,
-                "content_hash": observation.content_hash,
-            },
-        )
+        chain.append(actor=AGENT, **observation_recorded(observation=observation))
     observation = observations[-1] if observations else None
     if spec.tool is None:
         return _finish(run, chain, observations, None, None, now=now)
@@ -195,20 +181,7 @@ def build_run(spec: RunSpec, *, now: datetime) -> BuiltRun:
         created_at=created,
         updated_at=now,
     )
-    chain.append(
-        type="action.proposed",
-        actor=AGENT,
-        action=action,
-        payload={
-            "action_id": spec.action_id,
-            "tool": spec.tool,
-            "target": spec.target,
-            "intent_digest": digest,
-            "idempotency_key": key,
-            "supersedes": None,
-        },
-        changes={"phase": Phase.WAITING_APPROVAL, "pending_work": [spec.action_id]},
-    )
+    chain.append(actor=AGENT, action=action, **action_proposed(run=run, action=action))
     approval = outbox = None
     if spec.approver is not None:
         approval = Approval(
@@ -226,11 +199,7 @@ def build_run(spec: RunSpec, *, now: datetime) -> BuiltRun:
         action.status = Status.APPROVED
         action.next_attempt_at = now
         chain.append(
-            type="action.approved",
-            actor=spec.approver.get_username(),
-            action=action,
-            payload={"approvals": 1},
-            changes={"phase": Phase.EXECUTING},
+            actor=spec.approver.get_username(), action=action, **action_approved(approvals=1)
         )
         outbox = OutboxMessage(
             tenant=spec.tenant, job=EXECUTE_JOB, run=run, action=action, created_at=now

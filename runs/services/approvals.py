@@ -24,6 +24,7 @@ from runs.models import (
 from runs.record.checkpoints import checkpoint_write
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB, NOTIFY_JOB
+from runs.record.payloads import action_approved
 from runs.services.common import action_set_status, notify_approvers, outbox_write, without
 
 Phase = Run.Phase
@@ -112,14 +113,7 @@ def approval_decide(
         action_set_status(
             action, expected={Status.WAITING_APPROVAL}, status=Status.APPROVED, next_attempt_at=now
         )
-        append_event(
-            run,
-            type="action.approved",
-            actor=actor,
-            action=action,
-            payload={"approvals": len(grants) + 1},
-            changes={"phase": Phase.EXECUTING},
-        )
+        append_event(run, actor=actor, action=action, **action_approved(approvals=len(grants) + 1))
         outbox_write(run, job=EXECUTE_JOB, action=action)
     else:
         append_event(

@@ -27,6 +27,7 @@ from runs.models import (
 from runs.record.checkpoints import checkpoint_write
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
+from runs.record.payloads import action_proposed
 from runs.selectors import policy_for
 from runs.services.approvals import (
     approval_decide,
@@ -38,7 +39,6 @@ from runs.services.common import (
     notify_approvers,
     outbox_write,
     require_phase,
-    without,
 )
 from runs.services.runs import run_enforce_limits
 from runs.tools import errors as tool_errors
@@ -172,24 +172,7 @@ def _action_freeze(
         else None,
         next_attempt_at=None if policy.needs_approval else now,
     )
-    append_event(
-        run,
-        type="action.proposed",
-        actor=proposed_by,
-        action=action,
-        payload={
-            "action_id": action_id,
-            "tool": tool,
-            "target": target,
-            "intent_digest": digest,
-            "idempotency_key": action.idempotency_key,
-            "supersedes": supersedes.action_id if supersedes else None,
-        },
-        changes={
-            "phase": Phase.WAITING_APPROVAL if policy.needs_approval else Phase.EXECUTING,
-            "pending_work": [action_id, *without(run.pending_work, action_id)],
-        },
-    )
+    append_event(run, actor=proposed_by, action=action, **action_proposed(run=run, action=action))
     if policy.needs_approval:
         notify_approvers(run, action, kind=notifications.REQUESTED)
     else:

@@ -24,6 +24,7 @@ from runs.models import (
 )
 from runs.record.checkpoints import checkpoint_write
 from runs.record.events import append_event
+from runs.record.payloads import observation_recorded, run_started
 from runs.selectors import policy_for, run_effects_report
 from runs.services.common import action_set_status, notify_approvers, require_phase
 
@@ -52,23 +53,10 @@ def run_start(
     Lease.objects.create(run=run)
     append_event(
         run,
-        type="run.started",
         actor=created_by,
-        changes={
-            "goal": goal,
-            "phase": Phase.RUNNING,
-            "plan": plan or {},
-            "completed_work": [],
-            "pending_work": [],
-            "budget_limit": budget_limit,
-            "budget_used": 0,
-            "deadline": deadline,
-            "versions": versions or {},
-            "next_eligible_at": None,
-            "retry_count": 0,
-            "stop_reason": "",
-            "evidence": None,
-        },
+        **run_started(
+            goal=goal, plan=plan, budget_limit=budget_limit, deadline=deadline, versions=versions
+        ),
     )
     checkpoint_write(run)
     return run
@@ -89,17 +77,7 @@ def observation_record(
         content_hash=content_hash,
         summary=summary,
     )
-    append_event(
-        run,
-        type="observation.recorded",
-        actor=actor,
-        payload={
-            "observation": str(observation.id),
-            "source": source,
-            "ref": ref,
-            "content_hash": content_hash,
-        },
-    )
+    append_event(run, actor=actor, **observation_recorded(observation=observation))
     checkpoint_write(run)
     return observation
 

@@ -11,8 +11,9 @@ import io
 import pytest
 from django.core.management import call_command
 from django.db import transaction
+from django.utils import timezone
 
-from bench.builder import RunSpec, build_and_insert
+from bench.builder import AGENT, RunSpec, build_and_insert, build_run, insert_built
 from bench.commits import counting_transactions
 from bench.measure import ensure_bench_tool, make_bench_tenant, measure_pages
 from bench.tools import BenchNoop
@@ -21,7 +22,9 @@ from runs.execution.worker import drain
 from runs.models import Action, Run, RunEvent
 from runs.record.checkpoints import build_state, sign_state
 from runs.record.verification import run_verify
+from runs.services import observation_record
 from runs.tools.registry import unregister_tool
+from tests.factories import approve, make_action, make_run
 
 
 @pytest.fixture
@@ -46,8 +49,6 @@ def test_built_runs_are_what_the_services_would_have_written(noop_tool):
         ),
         RunSpec(tenant=bench.tenant, tool=None, observations=7),
     ]
-    from django.utils import timezone
-
     runs, events, messages = build_and_insert(specs, now=timezone.now())
 
     assert (runs, events, len(messages)) == (3, 3 + 7 + 8, 1)
@@ -61,6 +62,81 @@ def test_built_runs_are_what_the_services_would_have_written(noop_tool):
     }
     assert drain(worker="smoke", limit=5) == 1
     assert Action.objects.get(tenant=bench.tenant, target="item-2").status == "succeeded"
+
+
+def _recorded(run: Run) -> list[tuple]:
+    """The run's events as (type, actor, action, payload, changes) in seq order, with what is
+    the run's own (its id, its observation's and action's, the key derived from the run id)
+    replaced by a name, so that two runs that did the same things compare equal."""
+    action = run.actions.get()
+    own = {
+        str(run.pk): "<run>",
+        str(run.observations.get().pk): "<observation>",
+        str(action.pk): "<action>",
+        action.idempotency_key: "<idempotency key>",
+    }
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {name: plain(item) for name, item in value.items()}
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return own.get(value, value) if isinstance(value, str) else value
+
+    return [
+        (
+            event.type,
+            event.actor,
+            plain(str(event.action_id)) if event.action_id else None,
+            plain(event.payload),
+            plain(event.changes),
+        )
+        for event in run.events.order_by("seq")
+    ]
+
+
+@pytest.mark.django_db
+def test_a_built_run_records_the_events_the_services_record_one_by_one(noop_tool):
+    bench = make_bench_tenant("same-events")
+    spec = RunSpec(
+        tenant=bench.tenant,
+        tool="bench.noop",
+        target="item-1",
+        args={"n": 1},
+        approver=bench.operator,
+    )
+    built = build_run(spec, now=timezone.now())
+    insert_built([built])
+    # The services get exactly what the builder gave itself; only what they mint differs.
+    (seen,) = built.observations
+    run = make_run(bench.tenant, goal=spec.goal, created_by=AGENT)
+    observation = observation_record(
+        run=run,
+        source=seen.source,
+        ref=seen.ref,
+        content_hash=seen.content_hash,
+        summary=seen.summary,
+        actor=AGENT,
+    )
+    action = make_action(
+        run,
+        action_id=spec.action_id,
+        tool=spec.tool,
+        target=spec.target,
+        args=spec.args,
+        observation=observation,
+        proposed_by=AGENT,
+    )
+    approve(action, bench.operator)
+
+    expected = _recorded(run)
+    assert [kind for kind, *_ in expected] == [
+        "run.started",
+        "observation.recorded",
+        "action.proposed",
+        "action.approved",
+    ]
+    assert _recorded(Run.objects.get(pk=built.run.pk)) == expected
 
 
 @pytest.mark.django_db(transaction=True)
