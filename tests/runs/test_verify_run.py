@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
-from runs.models import RunEvent
+from runs.models import Receipt, RunEvent
 from runs.record.events import replay, run_state
+from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db
@@ -33,8 +34,13 @@ def test_an_intact_run_verifies(run, capsys):
 
 
 def _execute(sql: str, params: list) -> None:
+    """As a database owner would tamper: with the insert-only triggers switched off."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute("SET session_replication_role = replica")
+        try:
+            cursor.execute(sql, params)
+        finally:
+            cursor.execute("RESET session_replication_role")
 
 
 def test_an_edited_event_is_detected(run):
@@ -73,7 +79,42 @@ def test_an_unknown_run_is_refused_with_a_reason():
         call_command("verify_run", "not-a-uuid")
 
 
-def test_events_are_insert_only_for_the_orm(run):
-    event = RunEvent.objects.filter(run=run).first()
-    assert event.hash.startswith("sha256:")
-    assert run.events.count() == run.state_version
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE runs_runevent SET payload = '{}' WHERE run_id = %s",
+        "DELETE FROM runs_runevent WHERE run_id = %s",
+        "UPDATE runs_receipt SET receipt_id = 'forged' WHERE action_id IN "
+        "(SELECT id FROM runs_action WHERE run_id = %s)",
+        "DELETE FROM runs_receipt WHERE action_id IN "
+        "(SELECT id FROM runs_action WHERE run_id = %s)",
+    ],
+)
+def test_events_and_receipts_refuse_updates_and_deletes_in_the_database(run, statement):
+    execute_with_receipt(run.actions.get())
+    assert Receipt.objects.filter(action__run=run).exists()
+    before = list(RunEvent.objects.filter(run=run).values_list("seq", "hash"))
+
+    with pytest.raises(DatabaseError, match="insert-only"), transaction.atomic():
+        _execute_as_application(statement, [run.pk])
+
+    after = list(RunEvent.objects.filter(run=run).values_list("seq", "hash"))
+    assert after[: len(before)] == before
+    assert Receipt.objects.filter(action__run=run).values_list("receipt_id", flat=True).get() != (
+        "forged"
+    )
+
+
+def test_the_orm_cannot_update_or_delete_events_either(run):
+    with pytest.raises(DatabaseError, match="insert-only"), transaction.atomic():
+        RunEvent.objects.filter(run=run).update(actor="someone else")
+    with pytest.raises(DatabaseError, match="insert-only"), transaction.atomic():
+        RunEvent.objects.filter(run=run).delete()
+    assert RunEvent.objects.filter(run=run).exclude(actor="someone else").count() == (
+        run.state_version
+    )
+
+
+def _execute_as_application(sql: str, params: list) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
