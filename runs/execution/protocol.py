@@ -52,6 +52,10 @@ def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | Non
     action, run = _load(action_pk)
     if action.status not in (Status.APPROVED, Status.RETRY_WAIT):
         return None
+    if run.phase in TERMINAL_PHASES:
+        # Stop means stop: nothing of a cancelled or stopped run is sent again.
+        _action_not_resent(action, run, worker=worker, finding="about to send")
+        return None
     if run.deadline is not None and db_now() >= run.deadline:
         run_stop(run, phase=Phase.DEADLINE_EXCEEDED, reason="deadline passed", actor=worker)
         return None
@@ -110,6 +114,25 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
             "phase": _phase_after_action(run),
             "pending_work": without(run.pending_work, action.action_id),
         },
+    )
+    checkpoint_write(run)
+
+
+def _action_not_resent(action: Action, run: Run, *, worker: str, finding: str) -> None:
+    """The run was cancelled or stopped: a write proven not applied (or not yet sent) is
+    cancelled, never sent again, whoever asks."""
+    action_set_status(
+        action,
+        expected={Status.APPROVED, Status.RETRY_WAIT, Status.IN_FLIGHT, Status.UNCERTAIN},
+        status=Status.CANCELLED,
+        last_error=f"not sent again: run is {run.phase}",
+    )
+    append_event(
+        run,
+        type="action.cancelled",
+        actor=worker,
+        action=action,
+        payload={"reason": f"run is {run.phase}", "finding": finding[:2000]},
     )
     checkpoint_write(run)
 
@@ -283,6 +306,9 @@ def action_retry_same_key(
     Attempt.objects.filter(
         action=action, status__in=[Attempt.Status.SENDING, Attempt.Status.UNCERTAIN]
     ).update(status=Attempt.Status.SETTLED_BY_QUERY, error=finding, finished_at=timezone.now())
+    if run.phase in TERMINAL_PHASES:
+        _action_not_resent(action, run, worker=worker, finding=finding)
+        return
     action_set_status(
         action,
         expected={Status.IN_FLIGHT, Status.UNCERTAIN},

@@ -10,7 +10,7 @@ from reconciliation.models import ReconciliationCase
 from reconciliation.services import PROBE_DELAYS, case_open, case_probe, case_resolve
 from runs.execution import protocol
 from runs.models import Action, ToolPolicy
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, run_cancel
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.processes import wait_until
@@ -249,3 +249,25 @@ def test_compensate_records_the_receipt_and_proposes_the_undo_for_approval(sandb
     approve(undo, make_user(tenant, "operator"))
     assert workers.run_burst() == 0
     wait_until(lambda: Effect.objects.filter(tool="payment.refund").count() == 1, timeout=5)
+
+
+def test_a_write_resolved_not_applied_after_its_run_was_cancelled_is_never_sent(open_case, workers):
+    run = open_case.action.run
+    report = run_cancel(run=run, reason="the customer withdrew", actor="ops")
+    assert [entry["action_id"] for entry in report["in_doubt"]] == [open_case.action.action_id]
+
+    case = case_resolve(
+        case=open_case,
+        user=make_user(open_case.tenant, "reconciler"),
+        resolution="not_applied",
+        note="the notifier lists nothing",
+        confirm_resend=True,
+    )
+
+    assert workers.run_burst() == 0
+    action = Action.objects.get(pk=case.action_id)
+    run.refresh_from_db()
+    assert (case.status, action.status, run.phase) == ("resolved", "cancelled", "cancelled")
+    assert action.attempts.count() == 1
+    assert Effect.objects.filter(target="bo@example.com").count() == 0
+    assert run.events.filter(type="action.cancelled", action=action).exists()

@@ -1,0 +1,82 @@
+"""Budget: a run stops as budget_exhausted before the call that would exceed it, never after."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.tools import BenchNoop
+from runs.exceptions import InvalidTransition
+from runs.execution import protocol
+from runs.models import Action, Attempt, Run
+from runs.services import lease_claim
+from runs.tools.registry import register_tool, unregister_tool
+from tests.api.support import execute_with_receipt
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
+
+pytestmark = pytest.mark.django_db
+WORKER = "budget-worker"
+
+
+@pytest.fixture(autouse=True)
+def noop_tool():
+    tool = BenchNoop()
+    register_tool(tool)
+    yield tool
+    unregister_tool(tool)
+
+
+def approved_noop(run: Run, number: int = 1) -> Action:
+    action = make_action(
+        run, tool="bench.noop", action_id=f"noop-{number}", target=f"item-{number}", args={}
+    )
+    approve(action, make_user(run.tenant, "operator"))
+    return action
+
+
+def test_a_retry_that_would_exceed_the_budget_stops_the_run_before_it_is_sent():
+    run = make_run(make_tenant(), budget_limit=1)
+    action = approved_noop(run)
+    lease = lease_claim(run_id=run.pk, owner=WORKER)
+    first = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
+    protocol.attempt_failed(
+        attempt_pk=first.pk,
+        lease=lease,
+        error_class="transient",
+        detail="503 before anything was done",
+        worker=WORKER,
+        retry_in=0,
+    )
+
+    second = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
+
+    run.refresh_from_db()
+    action.refresh_from_db()
+    assert second is None
+    assert (run.phase, run.budget_used, run.stop_reason) == ("budget_exhausted", 1, "budget spent")
+    assert action.status == "cancelled"
+    assert Attempt.objects.filter(action=action).count() == 1
+    stop = run.events.get(type="run.budget_exhausted")
+    assert [entry["action_id"] for entry in stop.payload["report"]["not_started"]] == ["noop-1"]
+
+
+def test_a_proposal_once_the_budget_is_spent_stops_the_run_and_freezes_nothing():
+    run = make_run(make_tenant(), budget_limit=1)
+    execute_with_receipt(approved_noop(run))
+    run.refresh_from_db()
+    assert (run.phase, run.budget_used) == ("running", 1)
+
+    with pytest.raises(InvalidTransition, match="budget_exhausted"):
+        approved_noop(run, number=2)
+
+    run.refresh_from_db()
+    assert run.phase == "budget_exhausted"
+    assert list(run.actions.values_list("action_id", "status")) == [("noop-1", "succeeded")]
+
+
+def test_a_run_within_its_budget_sends_every_write():
+    run = make_run(make_tenant(), budget_limit=2)
+    for number in (1, 2):
+        execute_with_receipt(approved_noop(run, number))
+        run.refresh_from_db()
+    assert (run.phase, run.budget_used) == ("running", 2)
+    assert run.actions.filter(status="succeeded").count() == 2
