@@ -17,6 +17,7 @@ import requests
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
+from rq.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_LEASE_SECONDS = 2
@@ -98,7 +99,21 @@ class Workers:
             output = process.stdout.read().decode(errors="replace")
             raise AssertionError(f"worker did not finish in {timeout}s:\n{output}") from None
         self.last_output = self.output(process)
+        self.assert_no_failed_jobs()
         return process.returncode
+
+    def assert_no_failed_jobs(self) -> None:
+        """A job that raised is a bug even when the worker exits 0: RQ only files it in the
+        failed-job registry. Every test that drives a worker fails on one."""
+        queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+        failures = []
+        for job in Job.fetch_many(queue.failed_job_registry.get_job_ids(), queue.connection):
+            if job is None:
+                continue
+            result = job.latest_result()
+            failures.append(f"{job.func_name}: {result.exc_string if result else 'no result'}")
+        if failures:
+            raise AssertionError("RQ jobs raised:\n" + "\n".join(failures))
 
     def output(self, process: subprocess.Popen) -> str:
         return process.stdout.read().decode(errors="replace") if process.stdout else ""
@@ -118,6 +133,7 @@ def workers(sandbox, redis_queue):
     pool = Workers(sandbox)
     yield pool
     pool.stop_all()
+    pool.assert_no_failed_jobs()
 
 
 def wait_until(predicate, *, timeout: float = 30, interval: float = 0.05, message: str = ""):
