@@ -129,12 +129,12 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     tool = get_tool(action.tool, action.contract_version)
     if action.attempt_count == 0 and _already_satisfied(action, tool, lease, worker, policy):
         return False
-    fault_point("before_send")
+    fault_point("before_send", action_pk=action.pk)
     # The attempt's transaction also renews the lease: a full term for the call.
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=worker)
     if attempt is None:
         return False
-    fault_point("attempt_recorded")
+    fault_point("attempt_recorded", action_pk=action.pk)
     # Fence before the call with a read, not a commit: a stale worker stops here.
     check_lease(lease)
     call = ToolCall(
@@ -159,7 +159,7 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     except tool_errors.ToolError as error:
         _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
         return False
-    fault_point("after_send_before_receipt")
+    fault_point("after_send_before_receipt", action_pk=action.pk)
     protocol.receipt_record(
         action_pk=action.pk,
         lease=lease,
@@ -169,7 +169,7 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         attempt_pk=attempt.pk,
         release_lease=True,
     )
-    fault_point("after_receipt")
+    fault_point("after_receipt", action_pk=action.pk)
     return True
 
 
