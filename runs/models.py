@@ -1,7 +1,8 @@
 """Runs and their side effects: events, checkpoints, frozen intents, grants, leases, receipts.
 
 Status fields change only through runs.services; frozen rows (events, intents' identifying
-fields, receipts, checkpoints) are insert-only.
+fields, receipts, checkpoints) are insert-only; events and receipts are so in the database
+itself (a trigger refuses UPDATE and DELETE: migration 0002).
 """
 
 from __future__ import annotations
