@@ -18,12 +18,14 @@ from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from control.audit import audit_record
 from control.canonical import canonical_json, content_hash
 from control.counters import count_event
 from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
 from runs.execution import protocol
 from runs.execution.faults import fault_point
 from runs.models import Action, Attempt, Receipt, Run
+from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.record.events import LeaseToken, check_lease
 from runs.services import lease_claim, lease_release, run_stop
@@ -87,13 +89,14 @@ def process_action(
     *, action_pk, lease: LeaseToken, worker: str, policy: RetryPolicy = DEFAULT_POLICY
 ) -> None:
     try:
-        action = Action.objects.select_related("run").get(pk=action_pk)
-        if not _checkpoint_ok(action.run, lease, worker):
+        action = Action.objects.select_related("run", "observation").get(pk=action_pk)
+        state = _verified_state(action.run, lease, worker)
+        if state is None:
             return
         released = False
         if action.status == Status.IN_FLIGHT:
             settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
-        else:
+        elif _executes_what_was_signed(state, action, worker):
             released = execute(action=action, lease=lease, worker=worker, policy=policy)
     except LeaseLost as error:
         # Fenced out: another worker owns the run now; this one must not write anything.
@@ -104,12 +107,13 @@ def process_action(
         lease_release(lease=lease)
 
 
-def _checkpoint_ok(run: Run, lease: LeaseToken, worker: str) -> bool:
+def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:
+    """The latest checkpoint's state once verified; None when it was refused (the run stops)."""
     checkpoint = latest_checkpoint(run)
     try:
         if checkpoint is None:
             raise CheckpointError("parse", "the run has no checkpoint")
-        checkpoint_verify(checkpoint.body, run=run, lease=lease)
+        return checkpoint_verify(checkpoint.body, run=run, lease=lease)
     except CheckpointError as error:
         if error.step == "lease":
             raise LeaseLost(str(error)) from None
@@ -120,8 +124,29 @@ def _checkpoint_ok(run: Run, lease: LeaseToken, worker: str) -> bool:
             actor=worker,
             reason=f"checkpoint refused at {error}; needs human recovery",
         )
-        return False
-    return True
+        return None
+
+
+@transaction.atomic
+def _executes_what_was_signed(state: dict, action: Action, worker: str) -> bool:
+    """Refuses (stops the run for a person, audited) an intent or grant that differs from
+    the verified checkpoint: a row changed in the database without the signing key."""
+    differences = intent_differences(state, action)
+    if not differences:
+        return True
+    reason = f"{action.action_id} differs from its signed checkpoint: " + "; ".join(differences)
+    logger.error("run %s: %s", action.run_id, reason)
+    run_stop(action.run, phase=Run.Phase.FAILED, actor=worker, reason=reason[:2000])
+    audit_record(
+        actor=worker,
+        verb="action.refused_unsigned",
+        tenant=action.run.tenant,
+        object_type="action",
+        object_id=str(action.pk),
+        reason="the rows differ from the signed checkpoint; needs human recovery",
+        data={"differences": differences},
+    )
+    return False
 
 
 def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> bool:

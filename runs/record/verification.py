@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runs.exceptions import CheckpointError
 from runs.models import Run
+from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.record.events import replay, run_state, verify_chain
 
@@ -25,7 +26,20 @@ def run_verify(run: Run) -> list[str]:
         problems.append("the run has no checkpoint")
     else:
         try:
-            checkpoint_verify(checkpoint.body, run=run)
+            state = checkpoint_verify(checkpoint.body, run=run)
         except CheckpointError as error:
             problems.append(f"latest checkpoint: {error}")
+        else:
+            problems.extend(_pending_rows_differ(run, state))
     return problems
+
+
+def _pending_rows_differ(run: Run, state: dict) -> list[str]:
+    """The open intent's row and grants must be what the checkpoint signed."""
+    signed = state.get("pending_action")
+    if signed is None:
+        return []
+    action = run.actions.select_related("observation").filter(pk=signed["id"]).first()
+    if action is None:
+        return [f"the signed pending intent {signed['action_id']} has no row"]
+    return [f"pending intent: {line}" for line in intent_differences(state, action)]

@@ -11,6 +11,7 @@ from runs.models import Action, Receipt
 from runs.services import lease_claim, lease_release
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run
+from tests.tampering import as_database_owner
 
 WORKER = "tests-ledger-worker"
 
@@ -32,7 +33,8 @@ def send_with_receipt(action: Action, *, receipt_id: str, echoed_key: str | None
     tampering or a row from an older version would leave it; the ledger must show it."""
     execute_with_receipt(action, receipt_id=receipt_id)
     if echoed_key:
-        Receipt.objects.filter(action=action).update(idempotency_key=echoed_key)
+        with as_database_owner():
+            Receipt.objects.filter(action=action).update(idempotency_key=echoed_key)
     action.refresh_from_db()
     return action
 

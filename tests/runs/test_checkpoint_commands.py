@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 from runs.models import Action, Run
 from runs.record.verification import run_verify
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.tampering import as_database_owner
 
 pytestmark = pytest.mark.django_db
 
@@ -44,13 +45,9 @@ def _delete(table: str, run: Run) -> None:
         if table == ("runs_approval")
         else "run_id = %s"
     )
-    with connection.cursor() as cursor:
-        # Events are insert-only (a trigger): another installation simply never had them.
-        cursor.execute("SET session_replication_role = replica")
-        try:
-            cursor.execute(f"DELETE FROM {table} WHERE {column}", [run.pk])
-        finally:
-            cursor.execute("RESET session_replication_role")
+    # Events are insert-only (a trigger): another installation simply never had them.
+    with as_database_owner(), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE {column}", [run.pk])
 
 
 def test_an_exported_checkpoint_imports_elsewhere_with_the_same_key(tmp_path):

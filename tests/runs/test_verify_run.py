@@ -11,6 +11,7 @@ from runs.models import Receipt, RunEvent
 from runs.record.events import replay, run_state
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.tampering import as_database_owner
 
 pytestmark = pytest.mark.django_db
 
@@ -34,13 +35,8 @@ def test_an_intact_run_verifies(run, capsys):
 
 
 def _execute(sql: str, params: list) -> None:
-    """As a database owner would tamper: with the insert-only triggers switched off."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET session_replication_role = replica")
-        try:
-            cursor.execute(sql, params)
-        finally:
-            cursor.execute("RESET session_replication_role")
+    with as_database_owner(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def test_an_edited_event_is_detected(run):

@@ -394,11 +394,16 @@ class CountersignMachine(RuleBasedStateMachine):
         name, lease = state.lease.owner, state.lease
         action = Action.objects.select_related("run").get(pk=state.action_pk)
         if state.stage == "claimed":
-            if not worker._checkpoint_ok(action.run, lease, name):
+            verified = worker._verified_state(action.run, lease, name)
+            if verified is None:
                 state.stage = "done"
                 return
             if action.status == Action.Status.IN_FLIGHT:
                 worker.settle_unknown(action=action, lease=lease, worker=name, policy=POLICY)
+                lease_release(lease=lease)
+                state.stage = "done"
+                return
+            if not worker._executes_what_was_signed(verified, action, name):
                 lease_release(lease=lease)
                 state.stage = "done"
                 return
