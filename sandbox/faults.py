@@ -37,6 +37,7 @@ _PARAMETERS: dict[str, tuple[str, re.Pattern[str], float] | None] = {
     FaultKind.FAIL_BEFORE_COMMIT: None,
     FaultKind.COMMIT_THEN_DROP: None,
     FaultKind.COMMIT_THEN_MALFORMED: None,
+    FaultKind.COMMIT_THEN_FAIL: None,
     FaultKind.COMMIT_THEN_HANG: ("SECONDS", _SECONDS, MAX_SECONDS),
     FaultKind.HANG_BEFORE_COMMIT: ("SECONDS", _SECONDS, MAX_SECONDS),
     FaultKind.RATE_LIMIT: ("RETRY_AFTER (whole seconds)", _INTEGER, MAX_RETRY_AFTER),
@@ -142,6 +143,11 @@ def with_faults(
     response = answer()
     if fault.kind == FaultKind.COMMIT_THEN_HANG:
         time.sleep(fault.parameter or 0)
+    if fault.kind == FaultKind.COMMIT_THEN_FAIL:
+        # A server that commits, then fails on the way out (a crash in a post-commit hook).
+        return JsonResponse(
+            {"type": "injected_failure", "detail": "failed after commit (injected)"}, status=503
+        )
     if fault.kind == FaultKind.COMMIT_THEN_MALFORMED:
         return HttpResponse(MALFORMED_BODY, status=200, content_type="text/html; charset=utf-8")
     if fault.kind == FaultKind.COMMIT_THEN_DROP:

@@ -139,6 +139,7 @@ class FaultKind(models.TextChoices):
     FAIL_BEFORE_COMMIT = "fail_before_commit"
     COMMIT_THEN_DROP = "commit_then_drop"
     COMMIT_THEN_MALFORMED = "commit_then_malformed"
+    COMMIT_THEN_FAIL = "commit_then_fail"
     COMMIT_THEN_HANG = "commit_then_hang"
     HANG_BEFORE_COMMIT = "hang_before_commit"
     RATE_LIMIT = "rate_limit"

@@ -171,7 +171,10 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     )
     try:
         receipt = tool.execute(call, timeout=policy.call_timeout)
-    except tool_errors.ResultUncertain as error:
+    except tool_errors.ToolError as error:
+        if not tool.outcome_unknown_after(error):
+            _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
+            return False
         protocol.attempt_unknown(
             attempt_pk=attempt.pk,
             lease=lease,
@@ -180,9 +183,6 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
             worker=worker,
         )
         settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
-        return False
-    except tool_errors.ToolError as error:
-        _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
         return False
     fault_point("after_send_before_receipt", action_pk=action.pk)
     protocol.receipt_record(

@@ -13,10 +13,13 @@ from typing import Any, ClassVar
 
 from control.canonical import intent_digest
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
-from runs.tools.errors import InvalidArguments, UnsupportedTool
+from runs.tools.errors import InvalidArguments, ResultUncertain, ToolError, UnsupportedTool
 from runs.tools.schema import check_schema, validate
 
 EFFECT_CLASSES = ("read_only", "idempotent", "reconcilable", "not_retriable")
+# Effect classes whose writes may go out again once a request may have reached the system:
+# the system applies one key once. For the others an answered failure is an unknown outcome.
+RESENDABLE_EFFECT_CLASSES = ("read_only", "idempotent")
 
 
 class Tool(ABC):
@@ -53,6 +56,17 @@ class Tool(ABC):
         return f"<{type(self).__name__} {self.name} {self.contract_version}>"
 
     # Normalization: the one form an intent is frozen, digested and sent in.
+
+    def outcome_unknown_after(self, error: ToolError) -> bool:
+        """Might the write that raised `error` have been applied? Always for an uncertain
+        error. For a transient one, when the system answered it (5xx, 408, 429: the request
+        reached it, and a server may commit and then fail) and this tool's effect class does
+        not make a resend safe. The one rule for "may we send it again"; status codes only
+        say whether an answer came back."""
+        if isinstance(error, ResultUncertain):
+            return True
+        answered = error.http_status is not None
+        return error.retriable and answered and self.effect_class not in RESENDABLE_EFFECT_CLASSES
 
     def normalize(self, *, target: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """(target, args) in normal form, or InvalidArguments naming the offending field."""

@@ -4,8 +4,10 @@ The one question that matters for a write: could the request have reached the ot
 - Provably not (connection refused, DNS failure, connect timeout): TransientError.
 - Possibly (read timeout, connection dropped after sending, a cut-short or malformed body,
   a 2xx without a receipt, an unexpected status): ResultUncertain, never "failed".
-- A clear answer: 429 and 5xx transient; 400/404 invalid arguments; 401/403 permission
-  denied; 409 business rejection; 422 idempotency conflict (type "idempotency_conflict").
+- A clear answer: 429, 408 and 5xx transient (the request reached the system, so only a
+  tool whose effect class makes a resend safe sends it again: Tool.outcome_unknown_after);
+  400/404 invalid arguments; 401/403 permission denied; 409 business rejection; 422
+  idempotency conflict (type "idempotency_conflict").
 Reads change nothing, so every transport failure of a read is simply transient.
 
 Every call opens its own connection: a pooled connection the server closed meanwhile would
@@ -40,8 +42,6 @@ from runs.tools.errors import (
 
 USER_AGENT = "countersign-tools/1"
 _DETAIL_SHOWN = 300
-# Gateways answer these when the upstream may or may not have applied the request.
-_GATEWAY_STATUSES = {502, 504}
 _NOT_SENT_ERRORS = (
     requests.exceptions.InvalidURL,
     requests.exceptions.InvalidSchema,
@@ -196,9 +196,9 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, moment.timestamp() - time.time())
 
 
-def raise_for_status(answer: HttpAnswer, *, write: bool, retry_safe: bool = True) -> None:
-    """Classify a non-2xx answer. retry_safe: the tool dedupes by key (a gateway 502/504
-    on a tool that does not is uncertain, since the upstream may have applied it)."""
+def raise_for_status(answer: HttpAnswer, *, write: bool) -> None:
+    """Classify a non-2xx answer. Whether an answered transient failure may be sent again is
+    not decided here but by the tool's effect class (Tool.outcome_unknown_after)."""
     status = answer.status
     if 200 <= status < 300:
         return
@@ -210,10 +210,6 @@ def raise_for_status(answer: HttpAnswer, *, write: bool, retry_safe: bool = True
             message,
             retry_after=retry_after_seconds(answer.headers.get("Retry-After")),
             http_status=status,
-        )
-    if write and status in _GATEWAY_STATUSES and not retry_safe:
-        raise ResultUncertain(
-            message, raw_response_hash=answer.raw_response_hash, http_status=status
         )
     if status >= 500 or status == 408:
         raise TransientError(

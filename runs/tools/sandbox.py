@@ -139,7 +139,7 @@ class SandboxWriteTool(SandboxTool):
             timeout=timeout,
             idempotency_key=call.idempotency_key if self.dedupes_by_key else None,
         )
-        raise_for_status(answer, write=True, retry_safe=self.dedupes_by_key)
+        raise_for_status(answer, write=True)
         return write_receipt(answer, call=call, keyed=self.dedupes_by_key)
 
 

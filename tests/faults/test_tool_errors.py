@@ -127,3 +127,29 @@ def test_a_business_rejection_is_not_retried(workers, sandbox):
     assert refund.status == "failed"
     assert refund.error_class == "business_rejection"
     assert refund.attempts.count() == 1
+
+
+def test_a_notifier_that_commits_then_answers_503_is_not_sent_twice(workers, sandbox):
+    """notify.send does not dedupe: once the request reached it, a 5xx proves nothing, so the
+    outcome is unknown and goes to reconciliation; it is never retried blindly."""
+    tenant = make_tenant()
+    action = make_action(
+        make_run(tenant),
+        tool="notify.send",
+        action_id="tell-cy",
+        target="cy@example.com",
+        args={"body": "Your refund is on its way."},
+    )
+    approve(action, make_user(tenant, "operator"))
+    _fault(sandbox, "notify.send", "commit_then_fail")
+
+    _run_until_settled(workers, action)
+
+    assert action.status == "uncertain"
+    assert [a.status for a in action.attempts.all()] == ["uncertain"]
+    assert Effect.objects.filter(tool="notify.send", target="cy@example.com").count() == 1
+    sent = requests.get(
+        sandbox + "notifications", params={"recipient": "cy@example.com"}, timeout=5
+    ).json()
+    assert len(sent["notifications"]) == 1
+    assert action.cases.exists()

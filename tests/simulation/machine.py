@@ -432,7 +432,14 @@ class CountersignMachine(RuleBasedStateMachine):
             )
             try:
                 state.receipt = tool.execute(call, timeout=POLICY.call_timeout)
-            except tool_errors.ResultUncertain as error:
+            except tool_errors.ToolError as error:
+                if not tool.outcome_unknown_after(error):
+                    worker._record_failure(
+                        state.attempt, error, lease=lease, worker=name, policy=POLICY
+                    )
+                    lease_release(lease=lease)
+                    state.stage = "done"
+                    return
                 protocol.attempt_unknown(
                     attempt_pk=state.attempt.pk,
                     lease=lease,
@@ -441,13 +448,6 @@ class CountersignMachine(RuleBasedStateMachine):
                     worker=name,
                 )
                 worker.settle_unknown(action=action, lease=lease, worker=name, policy=POLICY)
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            except tool_errors.ToolError as error:
-                worker._record_failure(
-                    state.attempt, error, lease=lease, worker=name, policy=POLICY
-                )
                 lease_release(lease=lease)
                 state.stage = "done"
                 return

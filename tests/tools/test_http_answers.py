@@ -157,9 +157,9 @@ def test_a_2xx_without_a_usable_receipt_is_uncertain(external, body):
         (503, TransientError, CALL),
         (502, TransientError, CALL),
         (504, TransientError, CALL),
-        # The notifier cannot dedupe: a gateway error may hide a message that went out.
-        (502, ResultUncertain, NOTIFY_CALL),
-        (504, ResultUncertain, NOTIFY_CALL),
+        # The adapter only classifies; whether a resend is safe is the tool's effect class.
+        (502, TransientError, NOTIFY_CALL),
+        (504, TransientError, NOTIFY_CALL),
         (503, TransientError, NOTIFY_CALL),
         (302, ResultUncertain, CALL),
     ],
@@ -203,3 +203,24 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after_seconds("-3") is None
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
     assert retry_after_seconds("Fri, 01 Jan 2100 00:00:00 GMT") / (365 * 86400) > 50
+
+
+@pytest.mark.parametrize(
+    ("tool", "error", "unknown"),
+    [
+        # The system answered: it may have committed first. Only a deduping tool resends.
+        ("notify.send", TransientError("HTTP 503", http_status=503), True),
+        ("notify.send", TransientError("HTTP 408", http_status=408), True),
+        ("notify.send", TransientError("HTTP 429", http_status=429), True),
+        ("ticket.close", TransientError("HTTP 503", http_status=503), False),
+        ("payment.charge", TransientError("HTTP 500", http_status=500), False),
+        # Never answered (connection refused): provably not sent, any tool may retry.
+        ("notify.send", TransientError("connection refused"), False),
+        ("ticket.close", ResultUncertain("connection dropped after sending"), True),
+        ("notify.send", InvalidArguments("HTTP 400", http_status=400), False),
+    ],
+)
+def test_whether_a_failed_write_may_have_applied_follows_the_tools_effect_class(
+    tool, error, unknown
+):
+    assert get_tool(tool).outcome_unknown_after(error) is unknown
