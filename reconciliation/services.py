@@ -8,6 +8,7 @@ and the same key goes again. Only what cannot be proven reaches the human queue 
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -27,6 +28,7 @@ from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY
 
+logger = logging.getLogger(__name__)
 # Seconds before each automatic probe; after the last one a person decides.
 PROBE_DELAYS = (0.0, 2.0, 8.0)
 RECONCILER = "countersign.reconciler"
@@ -90,14 +92,26 @@ def probe_due_cases(*, limit: int = 50) -> int:
     due = ReconciliationCase.objects.filter(
         status=CaseStatus.PROBING, next_probe_at__lte=db_now()
     ).values_list("pk", flat=True)[:limit]
-    return sum(case_probe(case_pk=pk) for pk in list(due))
+    probed = 0
+    for case_pk in list(due):
+        try:
+            probed += case_probe(case_pk=case_pk)
+        except Exception:
+            # One bad case never stops the others, nor the sweep's loop.
+            logger.exception("probe of case %s failed", case_pk)
+    return probed
 
 
 def _probe(action: Action) -> tuple[dict, ToolReceipt | None, bool]:
     """One probe: query by key where the tool can, read the target where it has a read.
-    Returns the finding, the receipt found, and whether "not found" is definitive."""
-    tool = get_tool(action.tool, action.contract_version)
+    Returns the finding, the receipt found, and whether the same key may go again: "not
+    found" is definitive and the tool dedupes by key."""
     finding: dict = {"at": timezone.now().isoformat()}
+    try:
+        tool = get_tool(action.tool, action.contract_version)
+    except tool_errors.UnsupportedTool as error:
+        finding["query"] = finding["read"] = f"{error.error_class}: {error}"
+        return finding, None, False
     receipt, definitive_absence = None, False
     if tool.queryable_by_key:
         try:
@@ -112,7 +126,8 @@ def _probe(action: Action) -> tuple[dict, ToolReceipt | None, bool]:
         finding["read"] = tool.read(action.target, timeout=DEFAULT_POLICY.call_timeout)
     except tool_errors.ToolError as error:
         finding["read"] = f"{error.error_class}: {error}"
-    return finding, receipt, definitive_absence
+    resend_safe = definitive_absence and tool.dedupes_by_key and tool.retry_after_uncertain_allowed
+    return finding, receipt, resend_safe
 
 
 def case_probe(*, case_pk) -> bool:
@@ -121,8 +136,7 @@ def case_probe(*, case_pk) -> bool:
     if case is None:
         return False
     action = case.action
-    finding, receipt, definitive_absence = _probe(action)
-    tool = get_tool(action.tool, action.contract_version)
+    finding, receipt, resend_safe = _probe(action)
     if receipt is not None and receipt.intent_digest == action.intent_digest:
         with transaction.atomic():
             protocol.receipt_record(
@@ -133,12 +147,7 @@ def case_probe(*, case_pk) -> bool:
                 worker=RECONCILER,
             )
             _close(case, finding, Resolution.APPLIED, "proven by a receipt found by key", receipt)
-    elif (
-        receipt is None
-        and definitive_absence
-        and tool.dedupes_by_key
-        and (tool.retry_after_uncertain_allowed)
-    ):
+    elif receipt is None and resend_safe:
         with transaction.atomic():
             protocol.action_retry_same_key(
                 action_pk=action.pk,
@@ -270,7 +279,15 @@ def case_resolve(
         raise ResolutionRefused(f"resolution must be one of {', '.join(Resolution.values)}")
     if not note.strip():
         raise ResolutionRefused("say why: a resolution is audited with its reason")
-    tool = get_tool(action.tool, action.contract_version)
+    try:
+        tool = get_tool(action.tool, action.contract_version)
+    except tool_errors.UnsupportedTool as error:
+        if resolution in (Resolution.NOT_APPLIED, Resolution.COMPENSATE):
+            raise ResolutionRefused(
+                f"{error}: nothing can be sent with it; resolve as applied with evidence, "
+                "or abandon"
+            ) from None
+        tool = None
     receipt = None
     if resolution in (Resolution.APPLIED, Resolution.COMPENSATE):
         receipt = _evidence_receipt(case, evidence)

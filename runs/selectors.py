@@ -23,6 +23,7 @@ from runs.models import (
     RunEvent,
     ToolPolicy,
 )
+from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import get_tool
 
 
@@ -269,8 +270,12 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
         return Policy(
             row.needs_approval, row.four_eyes, row.required_approvals, row.approval_seconds
         )
+    try:
+        needs_approval = get_tool(tool).needs_approval
+    except UnsupportedTool:
+        needs_approval = True  # fail closed: a tool no longer registered needs a person
     return Policy(
-        needs_approval=get_tool(tool).needs_approval,
+        needs_approval=needs_approval,
         four_eyes=False,
         required_approvals=1,
         approval_seconds=settings.COUNTERSIGN_APPROVAL_SECONDS,

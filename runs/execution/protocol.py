@@ -364,6 +364,33 @@ def action_uncertain(
 
 
 @transaction.atomic
+def action_unsupported(*, action_pk, lease: LeaseToken, detail: str, worker: str) -> None:
+    """The action's tool (or its contract version) is no longer registered. Not yet sent: it
+    fails closed and the run stops with the reason. In flight: nothing can query it, so it is
+    uncertain and a person reconciles it."""
+    action, run = _load(action_pk)
+    if action.status == Status.IN_FLIGHT:
+        action_uncertain(
+            action_pk=action_pk,
+            lease=lease,
+            reason="unsupported_tool",
+            detail=detail,
+            worker=worker,
+        )
+        return
+    action_set_status(
+        action,
+        expected={Status.APPROVED, Status.RETRY_WAIT},
+        status=Status.FAILED,
+        error_class="unsupported_tool",
+        last_error=detail[:2000],
+    )
+    reason = f"{action.action_id} ({action.tool} {action.contract_version}): {detail}"[:2000]
+    saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
+    checkpoint_write(run)
+
+
+@transaction.atomic
 def action_abandon(*, action_pk, reason: str, actor: str) -> None:
     """A person gives up on an uncertain action: it fails, and the run stops (or, in a saga,
     compensates its completed steps) with the reason."""

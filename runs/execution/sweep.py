@@ -55,31 +55,38 @@ def due_actions():
 
 def sweep_once() -> SweepReport:
     report = SweepReport()
-    for action in Action.objects.filter(
-        status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now()
-    ).select_related("run"):
-        try:
-            report.expired += approval_expire(action=action)
-        except RunsError as error:
-            report.errors.append(f"expire {action.pk}: {error}")
+    expiring = Action.objects.filter(status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now())
+    report.expired = _each(
+        report, "expire", expiring.select_related("run"), lambda a: approval_expire(action=a)
+    )
     warning = timedelta(seconds=settings.COUNTERSIGN_APPROVAL_WARNING_SECONDS)
-    for action in (
-        Action.objects.filter(
-            status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
-        )
-        .exclude(outboxmessage__payload__kind=notifications.EXPIRING)
-        .select_related("run")
-    ):
-        report.warned += approval_warn_expiring(action=action)
-    for run in Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES):
-        try:
-            report.stopped += run_enforce_limits(run=run)
-        except RunsError as error:
-            report.errors.append(f"deadline {run.pk}: {error}")
+    soon = Action.objects.filter(
+        status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
+    ).exclude(outboxmessage__payload__kind=notifications.EXPIRING)
+    report.warned = _each(
+        report, "warn", soon.select_related("run"), lambda a: approval_warn_expiring(action=a)
+    )
+    late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
+    report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
     report.relayed = relay(OutboxMessage.objects.all())
     if due_actions().exists():
         report.drains_enqueued = _enqueue_drains()
     return report
+
+
+def _each(report: SweepReport, step: str, rows, change) -> int:
+    """Applies `change` to every row; one row that fails is reported and logged, and the
+    others (and the sweep's loop) go on. Returns how many rows it changed."""
+    changed = 0
+    for row in rows:
+        try:
+            changed += bool(change(row))
+        except RunsError as error:
+            report.errors.append(f"{step} {row.pk}: {error}")
+        except Exception as error:
+            logger.exception("sweep: %s of %s failed", step, row.pk)
+            report.errors.append(f"{step} {row.pk}: {type(error).__name__}: {error}")
+    return changed
 
 
 def _enqueue_drains() -> int:

@@ -73,6 +73,7 @@ def drain(
     """Processes ready actions until none is due or `limit` is reached; returns the count."""
     worker = worker or worker_name()
     processed = 0
+    failures: list[Exception] = []
     while processed < limit:
         claims = claim_ready(worker=worker, batch=min(20, limit - processed))
         if not claims:
@@ -80,8 +81,16 @@ def drain(
                 count_event("duplicate_jobs")  # delivered for work done or taken already
             break
         for action_pk, lease in claims:
-            process_action(action_pk=action_pk, lease=lease, worker=worker, policy=policy)
+            try:
+                process_action(action_pk=action_pk, lease=lease, worker=worker, policy=policy)
+            except Exception as error:
+                # One bad action never holds its batch-mates; the job still fails at the end.
+                logger.exception("worker %s: action %s raised", worker, action_pk)
+                failures.append(error)
+                lease_release(lease=lease)
             processed += 1
+        if failures:
+            raise failures[0]
     return processed
 
 
@@ -94,10 +103,14 @@ def process_action(
         if state is None:
             return
         released = False
-        if action.status == Status.IN_FLIGHT:
-            settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
-        elif _executes_what_was_signed(state, action, worker):
-            released = execute(action=action, lease=lease, worker=worker, policy=policy)
+        try:
+            get_tool(action.tool, action.contract_version)
+        except tool_errors.UnsupportedTool as error:
+            protocol.action_unsupported(
+                action_pk=action.pk, lease=lease, detail=str(error), worker=worker
+            )
+        else:
+            released = _advance(state, action, lease=lease, worker=worker, policy=policy)
     except LeaseLost as error:
         # Fenced out: another worker owns the run now; this one must not write anything.
         logger.warning("worker %s lost the lease on run %s: %s", worker, lease.run_id, error)
@@ -105,6 +118,16 @@ def process_action(
         return
     if not released:
         lease_release(lease=lease)
+
+
+def _advance(state: dict, action: Action, *, lease, worker: str, policy: RetryPolicy) -> bool:
+    """Settles an action left in flight, or sends one that is what was signed."""
+    if action.status == Status.IN_FLIGHT:
+        settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
+        return False
+    if not _executes_what_was_signed(state, action, worker):
+        return False
+    return execute(action=action, lease=lease, worker=worker, policy=policy)
 
 
 def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:

@@ -3,6 +3,7 @@ missing reconciliation cases). `--loop` repeats until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 
@@ -12,6 +13,8 @@ from django.db import close_old_connections
 from control.api_idempotency import purge_expired
 from reconciliation.services import open_missing_cases, probe_due_cases
 from runs.execution.sweep import sweep_once
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -32,20 +35,30 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         while True:
             close_old_connections()
-            report = sweep_once()
-            cases = open_missing_cases()
-            probed = probe_due_cases()
-            purged = purge_expired()
-            if options["verbosity"] > 1 or (options["verbosity"] and not loop):
-                self.stdout.write(
-                    f"relayed {report.relayed}, expired {report.expired}, stopped "
-                    f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}, "
-                    f"probes {probed}, idempotency keys purged {purged}"
-                )
-            for error in report.errors:
-                self.stderr.write(error)
+            try:
+                self._pass(loop=loop, verbosity=options["verbosity"])
+            except Exception as error:
+                if not loop:
+                    raise
+                # A loop outlives a bad pass (a database restart, one broken row): log, go on.
+                logger.exception("sweep pass failed")
+                self.stderr.write(f"sweep pass failed: {type(error).__name__}: {error}")
             if not loop or stopping:
                 return
             time.sleep(interval)
             if stopping:
                 return
+
+    def _pass(self, *, loop: bool, verbosity: int) -> None:
+        report = sweep_once()
+        cases = open_missing_cases()
+        probed = probe_due_cases()
+        purged = purge_expired()
+        if verbosity > 1 or (verbosity and not loop):
+            self.stdout.write(
+                f"relayed {report.relayed}, expired {report.expired}, stopped "
+                f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}, "
+                f"probes {probed}, idempotency keys purged {purged}"
+            )
+        for error in report.errors:
+            self.stderr.write(error)
