@@ -20,7 +20,7 @@ from control.clock import db_now
 from control.tenancy import RECONCILER_ROLES, has_any_role
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
-from runs.execution import protocol, saga
+from runs.execution import protocol, recovery, saga
 from runs.models import Action, Receipt
 from runs.selectors import policy_for
 from runs.tools import errors as tool_errors
@@ -149,7 +149,7 @@ def case_probe(*, case_pk) -> bool:
             _close(case, finding, Resolution.APPLIED, "proven by a receipt found by key", receipt)
     elif receipt is None and resend_safe:
         with transaction.atomic():
-            protocol.action_retry_same_key(
+            recovery.action_retry_same_key(
                 action_pk=action.pk,
                 lease=None,
                 worker=RECONCILER,
@@ -385,14 +385,14 @@ def _apply(case, *, resolution: str, receipt, note: str, actor: str, confirm_res
             saga.propose_compensation(action.run, original=action, reason=note)
     elif resolution == Resolution.NOT_APPLIED:
         resend = "resend confirmed" if confirm_resend else "same key, deduplicated"
-        protocol.action_retry_same_key(
+        recovery.action_retry_same_key(
             action_pk=action.pk,
             lease=None,
             worker=actor,
             finding=f"resolved not applied ({resend}): {note}",
         )
     else:
-        protocol.action_abandon(action_pk=action.pk, reason=note, actor=actor)
+        recovery.action_abandon(action_pk=action.pk, reason=note, actor=actor)
 
 
 def case_probe_now(*, case: ReconciliationCase, user) -> bool:

@@ -19,13 +19,11 @@ from runs.execution import saga
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.checkpoints import checkpoint_write
 from runs.record.events import LeaseToken, append_event
-from runs.record.outbox import EXECUTE_JOB, OPEN_CASE_JOB
 from runs.services import (
     action_set_status,
     grant_check,
     lease_release,
     lease_renew,
-    outbox_write,
     run_stop,
     without,
 )
@@ -35,7 +33,7 @@ Phase = Run.Phase
 Status = Action.Status
 
 
-def _load(action_pk) -> tuple[Action, Run]:
+def load_action(action_pk) -> tuple[Action, Run]:
     action = Action.objects.select_related("run", "run__tenant").get(pk=action_pk)
     return action, action.run
 
@@ -49,12 +47,12 @@ def _phase_after_action(run: Run) -> str:
 def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | None:
     """Grant check and an Attempt in `sending`, in one transaction. None when there is
     nothing to send (already settled, refused, or the run stopped)."""
-    action, run = _load(action_pk)
+    action, run = load_action(action_pk)
     if action.status not in (Status.APPROVED, Status.RETRY_WAIT):
         return None
     if run.phase in TERMINAL_PHASES:
         # Stop means stop: nothing of a cancelled or stopped run is sent again.
-        _action_not_resent(action, run, worker=worker, finding="about to send")
+        action_not_resent(action, run, worker=worker, finding="about to send")
         return None
     if run.deadline is not None and db_now() >= run.deadline:
         run_stop(run, phase=Phase.DEADLINE_EXCEEDED, reason="deadline passed", actor=worker)
@@ -118,7 +116,7 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
     checkpoint_write(run)
 
 
-def _action_not_resent(action: Action, run: Run, *, worker: str, finding: str) -> None:
+def action_not_resent(action: Action, run: Run, *, worker: str, finding: str) -> None:
     """The run was cancelled or stopped: a write proven not applied (or not yet sent) is
     cancelled, never sent again, whoever asks."""
     action_set_status(
@@ -151,7 +149,7 @@ def receipt_record(
 ) -> None:
     """Stores the proof, marks the action done and advances the run, in one transaction.
     A receipt whose digest differs from the intent's is never recorded as success."""
-    action, run = _load(action_pk)
+    action, run = load_action(action_pk)
     if receipt.intent_digest != action.intent_digest:
         raise ValueError("a receipt for another intent cannot prove this action")
     if receipt.idempotency_key and receipt.idempotency_key != action.idempotency_key:
@@ -269,144 +267,4 @@ def attempt_failed(
         )
         reason = f"{action.action_id} ({action.tool}) failed: {error_class}: {detail}"[:2000]
         saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
-    checkpoint_write(run)
-
-
-@transaction.atomic
-def attempt_unknown(
-    *, attempt_pk, lease: LeaseToken, error_class: str, detail: str, worker: str
-) -> None:
-    """Persists that the outcome is unknown before anything is queried."""
-    attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
-    Attempt.objects.filter(pk=attempt_pk, status=Attempt.Status.SENDING).update(
-        status=Attempt.Status.UNCERTAIN,
-        error_class=error_class,
-        error=detail[:2000],
-        finished_at=timezone.now(),
-    )
-    append_event(
-        attempt.action.run,
-        type="attempt.uncertain",
-        actor=worker,
-        action=attempt.action,
-        lease=lease,
-        payload={"attempt": attempt.number, "error_class": error_class},
-    )
-    checkpoint_write(attempt.action.run)
-
-
-@transaction.atomic
-def action_retry_same_key(
-    *, action_pk, lease: LeaseToken | None, finding: str, worker: str
-) -> None:
-    """The same intent goes again under the same key: a query proved the earlier send had no
-    effect and the tool dedupes by key, or a reconciler resolved a case as not applied.
-    Without a lease this is a person's resolution of an uncertain action."""
-    action, run = _load(action_pk)
-    Attempt.objects.filter(
-        action=action, status__in=[Attempt.Status.SENDING, Attempt.Status.UNCERTAIN]
-    ).update(status=Attempt.Status.SETTLED_BY_QUERY, error=finding, finished_at=timezone.now())
-    if run.phase in TERMINAL_PHASES:
-        _action_not_resent(action, run, worker=worker, finding=finding)
-        return
-    action_set_status(
-        action,
-        expected={Status.IN_FLIGHT, Status.UNCERTAIN},
-        status=Status.RETRY_WAIT,
-        next_attempt_at=db_now(),
-    )
-    resumed = run.phase == Phase.WAITING_RECONCILIATION
-    append_event(
-        run,
-        type="action.requeued",
-        actor=worker,
-        action=action,
-        lease=lease,
-        payload={"finding": finding},
-        changes={"phase": Phase.EXECUTING} if resumed else {},
-    )
-    outbox_write(run, job=EXECUTE_JOB, action=action)
-    checkpoint_write(run)
-
-
-@transaction.atomic
-def action_uncertain(
-    *, action_pk, lease: LeaseToken, reason: str, detail: str, worker: str
-) -> None:
-    """Nothing proves the effect either way: stop the run's writes and hand the action to
-    reconciliation (fail closed)."""
-    action, run = _load(action_pk)
-    Attempt.objects.filter(action=action, status=Attempt.Status.SENDING).update(
-        status=Attempt.Status.UNCERTAIN,
-        error_class=reason,
-        error=detail[:2000],
-        finished_at=timezone.now(),
-    )
-    action_set_status(
-        action,
-        expected={Status.IN_FLIGHT},
-        status=Status.UNCERTAIN,
-        error_class=reason,
-        last_error=detail[:2000],
-    )
-    stopped = run.phase in TERMINAL_PHASES
-    append_event(
-        run,
-        type="action.uncertain",
-        actor=worker,
-        action=action,
-        lease=lease,
-        payload={"reason": reason, "detail": detail[:2000]},
-        changes={"phase": run.phase if stopped else Phase.WAITING_RECONCILIATION},
-    )
-    outbox_write(run, job=OPEN_CASE_JOB, action=action)
-    checkpoint_write(run)
-
-
-@transaction.atomic
-def action_unsupported(*, action_pk, lease: LeaseToken, detail: str, worker: str) -> None:
-    """The action's tool (or its contract version) is no longer registered. Not yet sent: it
-    fails closed and the run stops with the reason. In flight: nothing can query it, so it is
-    uncertain and a person reconciles it."""
-    action, run = _load(action_pk)
-    if action.status == Status.IN_FLIGHT:
-        action_uncertain(
-            action_pk=action_pk,
-            lease=lease,
-            reason="unsupported_tool",
-            detail=detail,
-            worker=worker,
-        )
-        return
-    action_set_status(
-        action,
-        expected={Status.APPROVED, Status.RETRY_WAIT},
-        status=Status.FAILED,
-        error_class="unsupported_tool",
-        last_error=detail[:2000],
-    )
-    reason = f"{action.action_id} ({action.tool} {action.contract_version}): {detail}"[:2000]
-    saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
-    checkpoint_write(run)
-
-
-@transaction.atomic
-def action_abandon(*, action_pk, reason: str, actor: str) -> None:
-    """A person gives up on an uncertain action: it fails, and the run stops (or, in a saga,
-    compensates its completed steps) with the reason."""
-    action, run = _load(action_pk)
-    action_set_status(
-        action,
-        expected={Status.UNCERTAIN},
-        status=Status.FAILED,
-        error_class="abandoned",
-        last_error=reason[:2000],
-    )
-    saga.step_failed(
-        run,
-        action=action,
-        reason=f"{action.action_id} ({action.tool}) abandoned: {reason}"[:2000],
-        actor=actor,
-        lease=None,
-    )
     checkpoint_write(run)

@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import django_rq
 from django.conf import settings
-from django.db.models import Q
 from django.db.models.functions import Now
 from redis.exceptions import RedisError
 from rq.job import Job
@@ -23,6 +22,7 @@ from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
 from runs.record.outbox import EXECUTE_JOB, relay
+from runs.selectors import due_action_filter
 from runs.services import (
     approval_expire,
     approval_warn_expiring,
@@ -43,16 +43,6 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
 
 
-def due_actions():
-    due = Q(
-        status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT], next_attempt_at__lte=Now()
-    )
-    orphaned = Q(status=Action.Status.IN_FLIGHT) & (
-        Q(run__lease__expires_at__lte=Now()) | Q(run__lease__expires_at__isnull=True)
-    )
-    return Action.objects.filter(due | orphaned)
-
-
 def sweep_once() -> SweepReport:
     report = SweepReport()
     expiring = Action.objects.filter(status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now())
@@ -69,7 +59,7 @@ def sweep_once() -> SweepReport:
     late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
     report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
     report.relayed = relay(OutboxMessage.objects.all())
-    if due_actions().exists():
+    if Action.objects.filter(due_action_filter()).exists():
         report.drains_enqueued = _enqueue_drains()
     return report
 

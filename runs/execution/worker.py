@@ -15,19 +15,18 @@ import socket
 import time
 
 from django.db import transaction
-from django.db.models import Q
-from django.db.models.functions import Now
 
 from control.audit import audit_record
 from control.canonical import canonical_json, content_hash
 from control.counters import count_event
 from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
-from runs.execution import protocol
+from runs.execution import protocol, recovery
 from runs.execution.faults import fault_point
 from runs.models import Action, Attempt, Receipt, Run
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.record.events import LeaseToken, check_lease
+from runs.selectors import due_action_filter
 from runs.services import lease_claim, lease_release, run_stop
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall, ToolReceipt
@@ -47,15 +46,11 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
     """Claims up to `batch` actions that are due: approved, waiting for a retry, or left
     in flight by a worker whose lease expired. Rows are picked with SKIP LOCKED so two
     workers never contend for the same ones; the run's lease is the real claim."""
-    due = Q(status__in=[Status.APPROVED, Status.RETRY_WAIT], next_attempt_at__lte=Now())
-    orphaned = Q(status=Status.IN_FLIGHT) & (
-        Q(run__lease__expires_at__lte=Now()) | Q(run__lease__expires_at__isnull=True)
-    )
     claims = []
     with transaction.atomic():
         candidates = list(
             Action.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(due | orphaned)
+            .filter(due_action_filter())
             .order_by("next_attempt_at")
             .values_list("pk", "run_id")[:batch]
         )
@@ -106,7 +101,7 @@ def process_action(
         try:
             get_tool(action.tool, action.contract_version)
         except tool_errors.UnsupportedTool as error:
-            protocol.action_unsupported(
+            recovery.action_unsupported(
                 action_pk=action.pk, lease=lease, detail=str(error), worker=worker
             )
         else:
@@ -198,7 +193,7 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         if not tool.outcome_unknown_after(error):
             _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
             return False
-        protocol.attempt_unknown(
+        recovery.attempt_unknown(
             attempt_pk=attempt.pk,
             lease=lease,
             error_class=error.error_class,
@@ -292,7 +287,7 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
     last = action.attempts.order_by("-number").first()
     reason = last.error_class if last and last.error_class else "crash_after_send"
     if not tool.queryable_by_key:
-        protocol.action_uncertain(
+        recovery.action_uncertain(
             action_pk=action.pk,
             lease=lease,
             reason=reason,
@@ -302,20 +297,28 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
         return
     try:
         receipt = tool.query(action.idempotency_key, timeout=policy.call_timeout)
-    except (tool_errors.TransientError, tool_errors.ResultUncertain) as error:
-        # The query itself is unknown: keep the action in flight; the sweep brings it back.
+    except tool_errors.ToolError as error:
+        # Timeouts, 5xx, malformed answers, 4xx: the query proves nothing. The action stays in
+        # flight and is asked again after a growing pause; past the limit, a person decides.
         logger.info("query for %s inconclusive: %s", action.idempotency_key, error)
+        recovery.query_failed(
+            action_pk=action.pk,
+            lease=lease,
+            detail=f"{error.error_class}: {error}",
+            worker=worker,
+            reason=reason,
+        )
         return
     if receipt is None:
         if tool.dedupes_by_key and tool.retry_after_uncertain_allowed:
-            protocol.action_retry_same_key(
+            recovery.action_retry_same_key(
                 action_pk=action.pk,
                 lease=lease,
                 worker=worker,
                 finding="query by key found no effect",
             )
         else:
-            protocol.action_uncertain(
+            recovery.action_uncertain(
                 action_pk=action.pk,
                 lease=lease,
                 reason=reason,
@@ -324,7 +327,7 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
             )
         return
     if receipt.intent_digest != action.intent_digest:
-        protocol.action_uncertain(
+        recovery.action_uncertain(
             action_pk=action.pk,
             lease=lease,
             reason="receipt_digest_mismatch",

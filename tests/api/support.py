@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from reconciliation.services import case_open
-from runs.execution import protocol
+from runs.execution import protocol, recovery
 from runs.models import Action
 from runs.services import lease_claim, lease_release
 from runs.tools.calls import ToolReceipt
@@ -47,7 +47,7 @@ def make_uncertain_with_case(action: Action):
     lease = lease_claim(run_id=action.run_id, owner=WORKER)
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
     assert attempt is not None
-    protocol.action_uncertain(
+    recovery.action_uncertain(
         action_pk=action.pk,
         lease=lease,
         reason="connection_dropped",

@@ -10,7 +10,7 @@ from bench.tools import BenchNoop
 from reconciliation.exceptions import ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
-from runs.execution import protocol
+from runs.execution import protocol, recovery
 from runs.execution.worker import process_action
 from runs.models import Action
 from runs.services import lease_claim
@@ -96,7 +96,7 @@ def test_a_write_in_flight_whose_tool_is_gone_goes_to_a_person(sandbox, noop_kno
 def make_uncertain_case(action: Action) -> ReconciliationCase:
     lease = lease_claim(run_id=action.run_id, owner="worker-b")
     protocol.attempt_begin(action_pk=action.pk, lease=lease, worker="worker-b")
-    protocol.action_uncertain(
+    recovery.action_uncertain(
         action_pk=action.pk,
         lease=lease,
         reason="tool_result_uncertain",

@@ -6,7 +6,7 @@ import hashlib
 
 from control.models import Tenant
 from reconciliation.services import case_open
-from runs.execution import protocol
+from runs.execution import protocol, recovery
 from runs.models import Action, Receipt
 from runs.services import lease_claim, lease_release
 from tests.api.support import execute_with_receipt
@@ -44,7 +44,7 @@ def send_without_answer(action: Action) -> Action:
     lease = lease_claim(run_id=action.run_id, owner=WORKER)
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
     assert attempt is not None
-    protocol.action_uncertain(
+    recovery.action_uncertain(
         action_pk=action.pk,
         lease=lease,
         reason="connection_dropped",

@@ -9,9 +9,9 @@ import pytest
 from django.urls import reverse
 
 from control.models import AuditEntry
-from runs import selectors
 from runs.models import Action, Receipt
 from runs.pages import receipts
+from runs.selectors import ledger as ledger_selectors
 from runs.selectors import ledger_rows
 from tests.factories import make_action, make_run, make_user
 from tests.receipts.support import (
@@ -232,7 +232,7 @@ def test_walking_the_pages_visits_every_row_once_in_order(
         uncertain = send_without_answer(approved_action(tenant, approver))
         if number % 2:
             _unproven_receipt(uncertain, receipt_id=f"rcpt-orphan-{number}")
-    monkeypatch.setattr(selectors, "LEDGER_PAGE_SIZE", 2)
+    monkeypatch.setattr(ledger_selectors, "LEDGER_PAGE_SIZE", 2)
 
     seen, query = [], {"view": view}
     for _ in range(20):
@@ -254,7 +254,7 @@ def test_a_receipt_recorded_meanwhile_does_not_shift_the_next_page(
         send_with_receipt(approved_action(tenant, approver), receipt_id=f"rcpt-{n}").receipt
         for n in range(4)
     ]
-    monkeypatch.setattr(selectors, "LEDGER_PAGE_SIZE", 2)
+    monkeypatch.setattr(ledger_selectors, "LEDGER_PAGE_SIZE", 2)
     first_page = auditor_client.get(reverse("receipt_ledger"))
     send_with_receipt(approved_action(tenant, approver), receipt_id="rcpt-late")
 
@@ -281,7 +281,7 @@ def _csv(response) -> list[list[str]]:
 
 
 def test_the_export_streams_every_receipt_of_a_view_as_csv(auditor_client, ledger, monkeypatch):
-    monkeypatch.setattr(selectors, "LEDGER_PAGE_SIZE", 1)
+    monkeypatch.setattr(ledger_selectors, "LEDGER_PAGE_SIZE", 1)
 
     response = auditor_client.get(reverse("receipt_export"), {"view": "duplicates"})
 

@@ -8,7 +8,7 @@ import requests
 from reconciliation.exceptions import NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import PROBE_DELAYS, case_open, case_probe, case_resolve
-from runs.execution import protocol
+from runs.execution import protocol, recovery
 from runs.models import Action, ToolPolicy
 from runs.services import lease_claim, lease_release, run_cancel
 from sandbox.models import Effect
@@ -22,14 +22,14 @@ def make_uncertain(action: Action) -> ReconciliationCase:
     """Drives the protocol's own steps to the state a dropped connection leaves."""
     lease = lease_claim(run_id=action.run_id, owner="test-worker")
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker="test-worker")
-    protocol.attempt_unknown(
+    recovery.attempt_unknown(
         attempt_pk=attempt.pk,
         lease=lease,
         worker="test-worker",
         error_class="tool_result_uncertain",
         detail="connection dropped",
     )
-    protocol.action_uncertain(
+    recovery.action_uncertain(
         action_pk=action.pk,
         lease=lease,
         worker="test-worker",

@@ -16,7 +16,7 @@ from control.models import AuditEntry
 from reconciliation import selectors
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_open, case_resolve
-from runs.execution import protocol
+from runs.execution import protocol, recovery
 from runs.models import Action, ToolPolicy
 from runs.services import lease_claim, lease_release
 from runs.tools.calls import ToolReceipt
@@ -72,14 +72,14 @@ def timed_out_case(tenant, **fields) -> ReconciliationCase:
     lease = lease_claim(run_id=action.run_id, owner="test-worker")
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker="test-worker")
     detail = "no answer from http://sandbox/notifications in time: Read timed out."
-    protocol.attempt_unknown(
+    recovery.attempt_unknown(
         attempt_pk=attempt.pk,
         lease=lease,
         worker="test-worker",
         error_class="tool_result_uncertain",
         detail=detail,
     )
-    protocol.action_uncertain(
+    recovery.action_uncertain(
         action_pk=action.pk,
         lease=lease,
         worker="test-worker",

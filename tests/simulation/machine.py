@@ -37,7 +37,7 @@ from rq.job import Job
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
 from runs.exceptions import GrantMismatch, LeaseLost, StaleState
-from runs.execution import protocol, worker
+from runs.execution import protocol, recovery, worker
 from runs.execution.faults import FAULT_POINTS
 from runs.execution.sweep import sweep_once
 from runs.execution.worker import drain
@@ -307,7 +307,7 @@ class CountersignMachine(RuleBasedStateMachine):
     def retry_and_probe_clocks_pass(self) -> None:
         move_clock(
             "UPDATE runs_action SET next_attempt_at = now() - interval '1 second' "
-            "WHERE tenant_id = %s AND status = 'retry_wait'",
+            "WHERE tenant_id = %s AND status IN ('retry_wait', 'in_flight')",
             [self.tenant.pk],
         )
         move_clock(
@@ -440,7 +440,7 @@ class CountersignMachine(RuleBasedStateMachine):
                     lease_release(lease=lease)
                     state.stage = "done"
                     return
-                protocol.attempt_unknown(
+                recovery.attempt_unknown(
                     attempt_pk=state.attempt.pk,
                     lease=lease,
                     error_class=error.error_class,

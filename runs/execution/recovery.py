@@ -1,0 +1,207 @@
+"""The steps for a write whose outcome is in doubt: persist the unknown, ask again by key
+(backing off), send again under the same key only where that is safe, or hand the action to a
+person (uncertain), and a person's abandon. Each is one transaction, like runs.execution.protocol.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from control.clock import db_now
+from runs.execution import saga
+from runs.execution.protocol import action_not_resent, load_action
+from runs.models import TERMINAL_PHASES, Action, Attempt, Run
+from runs.record.checkpoints import checkpoint_write
+from runs.record.events import LeaseToken, append_event
+from runs.record.outbox import EXECUTE_JOB, OPEN_CASE_JOB
+from runs.services import (
+    action_set_status,
+    outbox_write,
+)
+
+Phase = Run.Phase
+Status = Action.Status
+
+
+@transaction.atomic
+def attempt_unknown(
+    *, attempt_pk, lease: LeaseToken, error_class: str, detail: str, worker: str
+) -> None:
+    """Persists that the outcome is unknown before anything is queried."""
+    attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
+    Attempt.objects.filter(pk=attempt_pk, status=Attempt.Status.SENDING).update(
+        status=Attempt.Status.UNCERTAIN,
+        error_class=error_class,
+        error=detail[:2000],
+        finished_at=timezone.now(),
+    )
+    append_event(
+        attempt.action.run,
+        type="attempt.uncertain",
+        actor=worker,
+        action=attempt.action,
+        lease=lease,
+        payload={"attempt": attempt.number, "error_class": error_class},
+    )
+    checkpoint_write(attempt.action.run)
+
+
+@transaction.atomic
+def action_retry_same_key(
+    *, action_pk, lease: LeaseToken | None, finding: str, worker: str
+) -> None:
+    """The same intent goes again under the same key: a query proved the earlier send had no
+    effect and the tool dedupes by key, or a reconciler resolved a case as not applied.
+    Without a lease this is a person's resolution of an uncertain action."""
+    action, run = load_action(action_pk)
+    Attempt.objects.filter(
+        action=action, status__in=[Attempt.Status.SENDING, Attempt.Status.UNCERTAIN]
+    ).update(status=Attempt.Status.SETTLED_BY_QUERY, error=finding, finished_at=timezone.now())
+    if run.phase in TERMINAL_PHASES:
+        action_not_resent(action, run, worker=worker, finding=finding)
+        return
+    action_set_status(
+        action,
+        expected={Status.IN_FLIGHT, Status.UNCERTAIN},
+        status=Status.RETRY_WAIT,
+        next_attempt_at=db_now(),
+    )
+    resumed = run.phase == Phase.WAITING_RECONCILIATION
+    append_event(
+        run,
+        type="action.requeued",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"finding": finding},
+        changes={"phase": Phase.EXECUTING} if resumed else {},
+    )
+    outbox_write(run, job=EXECUTE_JOB, action=action)
+    checkpoint_write(run)
+
+
+# A query by key that keeps failing is asked again after 2, 4, 8... seconds (at most
+# QUERY_BACKOFF_CAP); after QUERY_ATTEMPTS failures the action goes to a person.
+QUERY_ATTEMPTS = 6
+QUERY_BACKOFF_CAP = 300.0
+
+
+@transaction.atomic
+def query_failed(*, action_pk, lease: LeaseToken, detail: str, worker: str, reason: str) -> None:
+    """One more query by key that proved nothing, recorded as an event. Backs off, capped;
+    after QUERY_ATTEMPTS the action is uncertain with every failed query as its finding."""
+    action, run = load_action(action_pk)
+    failures = [
+        *run.events.filter(action=action, type="query.failed").values_list(
+            "payload__detail", flat=True
+        ),
+        detail,
+    ]
+    append_event(
+        run,
+        type="query.failed",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"detail": detail[:2000], "failures": len(failures)},
+    )
+    if len(failures) >= QUERY_ATTEMPTS:
+        action_uncertain(
+            action_pk=action_pk,
+            lease=lease,
+            reason=reason,
+            worker=worker,
+            detail=f"{len(failures)} queries by key proved nothing: " + " | ".join(failures),
+        )
+        return
+    pause = min(2.0 ** len(failures), QUERY_BACKOFF_CAP)
+    Action.objects.filter(pk=action.pk, status=Status.IN_FLIGHT).update(
+        next_attempt_at=db_now() + timedelta(seconds=pause)
+    )
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def action_uncertain(
+    *, action_pk, lease: LeaseToken, reason: str, detail: str, worker: str
+) -> None:
+    """Nothing proves the effect either way: stop the run's writes and hand the action to
+    reconciliation (fail closed)."""
+    action, run = load_action(action_pk)
+    Attempt.objects.filter(action=action, status=Attempt.Status.SENDING).update(
+        status=Attempt.Status.UNCERTAIN,
+        error_class=reason,
+        error=detail[:2000],
+        finished_at=timezone.now(),
+    )
+    action_set_status(
+        action,
+        expected={Status.IN_FLIGHT},
+        status=Status.UNCERTAIN,
+        error_class=reason,
+        last_error=detail[:2000],
+    )
+    stopped = run.phase in TERMINAL_PHASES
+    append_event(
+        run,
+        type="action.uncertain",
+        actor=worker,
+        action=action,
+        lease=lease,
+        payload={"reason": reason, "detail": detail[:2000]},
+        changes={"phase": run.phase if stopped else Phase.WAITING_RECONCILIATION},
+    )
+    outbox_write(run, job=OPEN_CASE_JOB, action=action)
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def action_unsupported(*, action_pk, lease: LeaseToken, detail: str, worker: str) -> None:
+    """The action's tool (or its contract version) is no longer registered. Not yet sent: it
+    fails closed and the run stops with the reason. In flight: nothing can query it, so it is
+    uncertain and a person reconciles it."""
+    action, run = load_action(action_pk)
+    if action.status == Status.IN_FLIGHT:
+        action_uncertain(
+            action_pk=action_pk,
+            lease=lease,
+            reason="unsupported_tool",
+            detail=detail,
+            worker=worker,
+        )
+        return
+    action_set_status(
+        action,
+        expected={Status.APPROVED, Status.RETRY_WAIT},
+        status=Status.FAILED,
+        error_class="unsupported_tool",
+        last_error=detail[:2000],
+    )
+    reason = f"{action.action_id} ({action.tool} {action.contract_version}): {detail}"[:2000]
+    saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
+    checkpoint_write(run)
+
+
+@transaction.atomic
+def action_abandon(*, action_pk, reason: str, actor: str) -> None:
+    """A person gives up on an uncertain action: it fails, and the run stops (or, in a saga,
+    compensates its completed steps) with the reason."""
+    action, run = load_action(action_pk)
+    action_set_status(
+        action,
+        expected={Status.UNCERTAIN},
+        status=Status.FAILED,
+        error_class="abandoned",
+        last_error=reason[:2000],
+    )
+    saga.step_failed(
+        run,
+        action=action,
+        reason=f"{action.action_id} ({action.tool}) abandoned: {reason}"[:2000],
+        actor=actor,
+        lease=None,
+    )
+    checkpoint_write(run)

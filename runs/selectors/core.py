@@ -1,0 +1,136 @@
+"""Reads the services and the workers share: a run by id, the policy for a tool, the
+effects report, the workers' due queue, and the agent API's reads."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
+
+from control.models import Tenant
+from runs.models import (
+    Action,
+    Observation,
+    Run,
+    ToolPolicy,
+)
+from runs.tools.errors import UnsupportedTool
+from runs.tools.registry import get_tool
+
+
+def run_by_id(run_id: str, *, tenant=None) -> Run | None:
+    try:
+        pk = uuid.UUID(str(run_id))
+    except ValueError:
+        return None
+    queryset = Run.objects.select_related("tenant")
+    if tenant is not None:
+        queryset = queryset.filter(tenant=tenant)
+    return queryset.filter(pk=pk).first()
+
+
+@dataclass(frozen=True)
+class Policy:
+    needs_approval: bool
+    four_eyes: bool
+    required_approvals: int
+    approval_seconds: int
+
+
+def policy_for(*, tenant: Tenant, tool: str) -> Policy:
+    """The tenant's rule for a tool, or the tool's own default when none is set."""
+    row = ToolPolicy.objects.filter(tenant=tenant, tool=tool).first()
+    if row is not None:
+        return Policy(
+            row.needs_approval, row.four_eyes, row.required_approvals, row.approval_seconds
+        )
+    try:
+        needs_approval = get_tool(tool).needs_approval
+    except UnsupportedTool:
+        needs_approval = True  # fail closed: a tool no longer registered needs a person
+    return Policy(
+        needs_approval=needs_approval,
+        four_eyes=False,
+        required_approvals=1,
+        approval_seconds=settings.COUNTERSIGN_APPROVAL_SECONDS,
+    )
+
+
+def run_effects_report(run: Run) -> dict:
+    """What a stop or cancel reports: effects done (with receipts), in doubt, not started."""
+    rows = run.actions.select_related("receipt").order_by("created_at")
+    report: dict[str, list] = {"done": [], "in_doubt": [], "not_started": []}
+    for action in rows:
+        entry = {
+            "action_id": action.action_id,
+            "tool": action.tool,
+            "target": action.target,
+            "idempotency_key": action.idempotency_key,
+            "status": action.status,
+        }
+        if action.status in (Action.Status.SUCCEEDED, Action.Status.SATISFIED):
+            entry["receipt_id"] = action.receipt.receipt_id
+            report["done"].append(entry)
+        elif action.status in (Action.Status.IN_FLIGHT, Action.Status.UNCERTAIN):
+            report["in_doubt"].append(entry)
+        elif action.status in (
+            Action.Status.WAITING_APPROVAL,
+            Action.Status.APPROVED,
+            Action.Status.RETRY_WAIT,
+        ):
+            report["not_started"].append(entry)
+    return report
+
+
+def due_action_filter() -> Q:
+    """Actions a worker should take now: approved or waiting for a retry whose time has come,
+    or left in flight by a worker whose lease expired (once any query backoff has passed)."""
+    due = Q(
+        status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT], next_attempt_at__lte=Now()
+    )
+    orphaned = (
+        Q(status=Action.Status.IN_FLIGHT)
+        & (Q(run__lease__expires_at__lte=Now()) | Q(run__lease__expires_at__isnull=True))
+        & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now()))
+    )
+    return due | orphaned
+
+
+def action_with_decisions(action_pk, *, tenant: Tenant) -> Action | None:
+    """One action of the tenant with its receipt, lineage and decisions; None if not here."""
+    try:
+        pk = uuid.UUID(str(action_pk))
+    except ValueError:
+        return None
+    return (
+        Action.objects.filter(tenant=tenant, pk=pk)
+        .select_related("receipt", "supersedes", "superseded_by")
+        .prefetch_related("approvals__approver")
+        .first()
+    )
+
+
+def action_status(action_pk) -> str:
+    return Action.objects.filter(pk=action_pk).values_list("status", flat=True).get()
+
+
+def latest_case(action: Action) -> dict | None:
+    # The reverse relation of reconciliation's cases: runs never imports reconciliation.
+    return action.cases.order_by("-opened_at").values("id", "status", "reason").first()
+
+
+def runs_newest_first(*, tenant: Tenant, phase: str | None = None) -> QuerySet[Run]:
+    runs = Run.objects.filter(tenant=tenant).order_by("-created_at", "-id")
+    return runs if phase is None else runs.filter(phase=phase)
+
+
+def observation_of_run(observation_id, *, run: Run) -> Observation | None:
+    return Observation.objects.filter(tenant_id=run.tenant_id, run=run, pk=observation_id).first()
+
+
+def approval_overrides(*, tenant: Tenant) -> dict[str, bool]:
+    """needs_approval per tool where the tenant set a policy (the tool's default elsewhere)."""
+    return dict(ToolPolicy.objects.filter(tenant=tenant).values_list("tool", "needs_approval"))
