@@ -10,11 +10,7 @@ from control.audit import audit_record
 from control.clock import db_now
 from control.models import Tenant
 from runs import notifications
-from runs.exceptions import (
-    InvalidArguments,
-    InvalidTransition,
-    MissingEvidence,
-)
+from runs.exceptions import CheckpointError, InvalidArguments, InvalidTransition, MissingEvidence
 from runs.models import (
     TERMINAL_PHASES,
     Action,
@@ -22,13 +18,14 @@ from runs.models import (
     Observation,
     Run,
 )
-from runs.record.checkpoints import checkpoint_write
+from runs.record.checkpoints import checkpoint_verify, checkpoint_write, latest_checkpoint
 from runs.record.events import append_event
 from runs.record.payloads import observation_recorded, run_started
 from runs.selectors import policy_for, run_effects_report
 from runs.services.common import action_set_status, notify_approvers, require_phase
 
 Phase = Run.Phase
+MOVED_REASON = "moved: exported for import in another installation"
 Status = Action.Status
 
 
@@ -260,3 +257,33 @@ def _restore_pending_action(run: Run, pending: dict) -> Action:
         base_event_seq=run.last_event_seq,
         expires_at=db_now() + timedelta(seconds=policy.approval_seconds),
     )
+
+
+@transaction.atomic
+def run_move_out(*, run: Run, actor: str) -> str:
+    """Fences the source of a move: returns the run's latest verified checkpoint for export
+    and stops the run here (cancelled, "moved"), in one transaction, so an approved intent can
+    never be executed in two places. A write in doubt refuses: reconcile it here first."""
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.phase in TERMINAL_PHASES:
+        raise InvalidTransition(f"run is already {run.phase}: there is nothing to move")
+    in_doubt = run.actions.filter(status__in=[Status.IN_FLIGHT, Status.UNCERTAIN])
+    if doubtful := list(in_doubt.values_list("action_id", flat=True)):
+        raise InvalidTransition(
+            f"actions {doubtful} may have been applied: reconcile them here before moving the run"
+        )
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        raise CheckpointError("parse", "the run has no checkpoint")
+    checkpoint_verify(checkpoint.body, run=run)
+    run_stop(run, phase=Phase.CANCELLED, reason=MOVED_REASON, actor=actor)
+    audit_record(
+        actor=actor,
+        verb="run.move_out",
+        tenant=run.tenant,
+        object_type="run",
+        object_id=str(run.pk),
+        reason=MOVED_REASON,
+        data={"state_version": checkpoint.state_version},
+    )
+    return checkpoint.body

@@ -8,8 +8,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from control.models import AuditEntry
+from runs.execution import protocol
 from runs.models import Action, Run
 from runs.record.verification import run_verify
+from runs.services import lease_claim
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.tampering import as_database_owner
 
@@ -119,3 +122,52 @@ def test_an_approved_intent_imports_back_to_waiting_for_a_fresh_approval(tmp_pat
 def test_export_refuses_an_unknown_run():
     with pytest.raises(CommandError, match="no run"):
         call_command("export_checkpoint", "00000000-0000-0000-0000-000000000000")
+
+
+def test_an_export_for_a_move_stops_the_source_so_the_intent_lives_in_one_place(tmp_path):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    path = tmp_path / "moving.json"
+
+    call_command("export_checkpoint", str(action.run_id), "-o", str(path), "--for-move")
+
+    action.refresh_from_db()
+    action.run.refresh_from_db()
+    assert (action.run.phase, action.status) == ("cancelled", "cancelled")
+    assert action.run.stop_reason.startswith("moved")
+    assert AuditEntry.objects.filter(verb="run.move_out", object_id=str(action.run_id)).exists()
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+    envelope = json.loads(path.read_text())
+    assert envelope["state"]["pending_action"]["status"] == "approved"
+    _forget(action.run)
+    call_command("import_checkpoint", str(path), verbosity=0)
+    assert Run.objects.get(pk=action.run_id).actions.get().status == "waiting_approval"
+
+
+def test_a_move_refuses_while_a_write_is_in_doubt_and_leaves_the_run_live(tmp_path):
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    lease = lease_claim(run_id=action.run_id, owner="worker")
+    protocol.attempt_begin(action_pk=action.pk, lease=lease, worker="worker")
+    path = tmp_path / "moving.json"
+
+    with pytest.raises(CommandError, match="may have been applied: reconcile them here"):
+        call_command("export_checkpoint", str(action.run_id), "-o", str(path), "--for-move")
+
+    action.run.refresh_from_db()
+    assert action.run.phase == "executing"
+    assert not path.exists()
+
+
+def test_a_move_whose_file_cannot_be_written_changes_nothing(tmp_path):
+    action = make_action(make_run(make_tenant()))
+    path = tmp_path / "no-such-directory" / "moving.json"
+
+    with pytest.raises(CommandError, match=r"cannot write .* nothing changed"):
+        call_command("export_checkpoint", str(action.run_id), "-o", str(path), "--for-move")
+
+    action.run.refresh_from_db()
+    assert action.run.phase == "waiting_approval"
+    assert not AuditEntry.objects.filter(verb="run.move_out").exists()
