@@ -97,6 +97,10 @@ class AuditChainHead(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     seq = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
+    # HMAC of (seq, hash) under a checkpoint key: whoever rewrites entries and recomputes
+    # their plain hashes cannot re-sign the head (control.audit.audit_verify).
+    key_id = models.CharField(max_length=64, blank=True)
+    mac = models.CharField(max_length=64, blank=True)
 
     class Meta:
         constraints = [models.CheckConstraint(condition=models.Q(id=1), name="audit_head_single")]

@@ -30,6 +30,13 @@ def run_verify(run: Run) -> list[str]:
         except CheckpointError as error:
             problems.append(f"latest checkpoint: {error}")
         else:
+            if state["event_head_hash"] != run.event_head_hash:
+                # The chain's head is signed in every checkpoint: events rewritten with their
+                # plain hashes recomputed end at another head than the one signed.
+                problems.append(
+                    f"the signed checkpoint names event head {state['event_head_hash']}, "
+                    f"the run {run.event_head_hash}: events were rewritten"
+                )
             problems.extend(_pending_rows_differ(run, state))
     return problems
 

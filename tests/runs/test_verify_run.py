@@ -7,8 +7,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
-from runs.models import Receipt, RunEvent
-from runs.record.events import replay, run_state
+from runs.models import Receipt, Run, RunEvent
+from runs.record.events import event_hash, replay, run_state
+from runs.record.verification import run_verify
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.tampering import as_database_owner
@@ -114,3 +115,24 @@ def test_the_orm_cannot_update_or_delete_events_either(run):
 def _execute_as_application(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def test_events_rewritten_with_every_plain_hash_recomputed_are_caught_by_the_signed_head(run):
+    """The attacker edits event #2, recomputes its hash and every later one, and points the
+    run at the new head: the chain is internally consistent, the signed checkpoint is not."""
+    with as_database_owner():
+        prev_hash = RunEvent.objects.get(run=run, seq=1).hash
+        for event in RunEvent.objects.filter(run=run, seq__gte=2).order_by("seq"):
+            if event.seq == 2:
+                event.payload = {**event.payload, "forged": True}
+            event.prev_hash = prev_hash
+            event.hash = event_hash(prev_hash=prev_hash, event=event)
+            event.save(update_fields=["payload", "prev_hash", "hash"])
+            prev_hash = event.hash
+        Run.objects.filter(pk=run.pk).update(event_head_hash=prev_hash)
+    run.refresh_from_db()
+
+    problems = run_verify(run)
+
+    assert [p for p in problems if "was altered" in p or "does not link" in p] == []
+    assert any("events were rewritten" in problem for problem in problems)
