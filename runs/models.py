@@ -410,8 +410,15 @@ class OutboxMessage(models.Model):
     action = models.ForeignKey(Action, on_delete=models.PROTECT, null=True, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When RQ got the job; cleared to hand it over again (a notification to retry).
     delivered_at = models.DateTimeField(null=True, blank=True)
     delivery_attempts = models.PositiveIntegerField(default=0)
+    # Not handed over again before this time (a notification's backoff).
+    relay_after = models.DateTimeField(null=True, blank=True)
+    # Notifications only: when the channel accepted it (or the moment had passed), and why
+    # the last try did not.
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
 
     class Meta:
         indexes = [

@@ -6,7 +6,11 @@ in the transaction that makes the moment true; the relay hands it to RQ, and
 `approval_notify` (a thin job taking ids) re-reads the action and sends. A moment that is no
 longer true when the job runs (a request already decided) sends nothing.
 
-Delivery is at least once: a job retried after a crash may send twice. Receivers of the
+Delivery is at least once, and "delivered" means a channel accepted it (the mail server, the
+webhook's 2xx), not that a job was queued: the job confirms its outbox message. A failed send
+is recorded and handed to RQ again after a backoff (30 s doubling, at most an hour, up to
+NOTIFY_ATTEMPTS tries); a message handed over but never confirmed (Redis lost the job) is
+handed over again by the sweep after LOST_AFTER. A retry may send twice: receivers of the
 webhook dedupe by the `id` field (`<kind>:<action pk>`: each moment happens once per action).
 
 Settings (all optional; read at each call):
@@ -23,16 +27,19 @@ import hmac
 import logging
 import time
 import uuid
+from datetime import timedelta
 
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
+from django.db.models.functions import Now
 from django.urls import reverse
 
 from control.canonical import canonical_json
 from control.tenancy import APPROVER_ROLES
-from runs.models import Action
+from runs.models import Action, OutboxMessage
+from runs.record.outbox import NOTIFY_JOB
 
 logger = logging.getLogger(__name__)
 
@@ -57,21 +64,40 @@ SUBJECTS = {
 }
 
 
+NOTIFY_ATTEMPTS = 8
+RETRY_FIRST_SECONDS = 30.0
+RETRY_CAP_SECONDS = 3600.0
+LOST_AFTER = timedelta(minutes=5)
+
+
 class WebhookError(Exception):
-    """The webhook did not answer 2xx; the job fails so RQ keeps it for a retry."""
+    """The webhook did not answer 2xx: not delivered, tried again later."""
 
 
 def approval_notify(run_id: str | None = None, *, action: str, kind: str) -> int:
-    """The RQ job: sends one notification about one action; returns how many channels sent."""
+    """The RQ job: sends one notification about one action and confirms its outbox message;
+    returns how many channels accepted it. A channel that fails is recorded for a retry."""
     if kind not in KINDS:
         raise ValueError(f"unknown notification kind {kind!r}")
+    messages = OutboxMessage.objects.filter(job=NOTIFY_JOB, action_id=action, payload__kind=kind)
+    try:
+        sent = _send(action=action, kind=kind)
+    except (WebhookError, requests.RequestException, OSError) as error:
+        logger.warning("notification %s:%s not delivered: %s", kind, action, error)
+        _retry_later(messages, error)
+        return 0
+    messages.update(confirmed_at=Now(), last_error="")
+    return sent
+
+
+def _send(*, action: str, kind: str) -> int:
     row = (
         Action.objects.select_related("run", "tenant", "observation")
         .filter(pk=action, status=STILL_TRUE[kind])
         .first()
     )
     if row is None:
-        return 0
+        return 0  # the moment passed (a request already decided): nothing to tell
     payload = notification_payload(row, kind=kind)
     sent = 0
     recipients = approver_emails(row.tenant)
@@ -89,6 +115,36 @@ def approval_notify(run_id: str | None = None, *, action: str, kind: str) -> int
         webhook_send(url=url, secret=secret, payload=payload)
         sent += 1
     return sent
+
+
+def _retry_later(messages, error: Exception) -> None:
+    """Hands the message to RQ again after a backoff; after NOTIFY_ATTEMPTS, gives up loudly."""
+    for message in messages:
+        reason = f"{type(error).__name__}: {error}"[:2000]
+        if message.delivery_attempts >= NOTIFY_ATTEMPTS:
+            logger.error("notification %s given up after %s tries", message.pk, NOTIFY_ATTEMPTS)
+            messages.filter(pk=message.pk).update(last_error=f"gave up: {reason}")
+            continue
+        pause = min(RETRY_FIRST_SECONDS * 2 ** (message.delivery_attempts - 1), RETRY_CAP_SECONDS)
+        messages.filter(pk=message.pk).update(
+            delivered_at=None,
+            relay_after=Now() + timedelta(seconds=pause),
+            last_error=reason,
+        )
+
+
+def requeue_lost() -> int:
+    """Notifications handed to RQ long ago and never confirmed nor failed: their job was lost
+    (Redis lost its data, a worker died mid-send). They are handed over again."""
+    return (
+        OutboxMessage.objects.filter(
+            job=NOTIFY_JOB,
+            confirmed_at__isnull=True,
+            delivered_at__lte=Now() - LOST_AFTER,
+        )
+        .exclude(last_error__startswith="gave up")
+        .update(delivered_at=None, relay_after=None)
+    )
 
 
 def approver_emails(tenant) -> list[str]:

@@ -58,6 +58,7 @@ def sweep_once() -> SweepReport:
     )
     late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
     report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
+    notifications.requeue_lost()
     report.relayed = relay(OutboxMessage.objects.all())
     if Action.objects.filter(due_action_filter()).exists():
         report.drains_enqueued = _enqueue_drains()

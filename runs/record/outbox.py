@@ -13,6 +13,8 @@ import logging
 import django_rq
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.job import Job
@@ -39,7 +41,8 @@ def relay(messages) -> int:
     """Enqueues undelivered messages; returns how many were handed to RQ."""
     queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
     delivered = 0
-    for message in messages.filter(delivered_at__isnull=True).order_by("pk"):
+    due = Q(relay_after__isnull=True) | Q(relay_after__lte=Now())
+    for message in messages.filter(due, delivered_at__isnull=True).order_by("pk"):
         job_id = job_id_for(message)
         try:
             if not Job.exists(job_id, connection=queue.connection):

@@ -6,23 +6,27 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django.core import mail
+from django.utils import timezone
 
 from runs.execution.sweep import sweep_once
 from runs.models import OutboxMessage
 from runs.notifications import (
     EXPIRED,
     EXPIRING,
+    LOST_AFTER,
+    NOTIFY_ATTEMPTS,
     REQUESTED,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
-    WebhookError,
     approval_notify,
     webhook_verify,
 )
+from runs.record.outbox import NOTIFY_JOB, relay
 from runs.services import approval_expire, approval_warn_expiring, tool_policy_set
 from tests.factories import approve, make_action, make_run, make_user
 from tests.pages.conftest import make_expired, make_waiting
@@ -132,14 +136,80 @@ def test_the_webhook_receives_signed_json(tenant, settings, receiver):
     assert payload["action"]["state_version"] == action.base_version
 
 
-def test_a_webhook_that_fails_fails_the_job_so_rq_retries_it(tenant, settings, receiver):
+def _notify_message(action) -> OutboxMessage:
+    return OutboxMessage.objects.get(job=NOTIFY_JOB, action=action, payload__kind=REQUESTED)
+
+
+def _hand_over(message: OutboxMessage) -> None:
+    """What the relay does after commit (and the sweep after a backoff)."""
+    assert relay(OutboxMessage.objects.filter(pk=message.pk)) == 1
+
+
+def test_a_failing_webhook_is_tried_again_after_a_backoff_until_it_accepts(
+    tenant, settings, receiver, redis_queue
+):
     settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = receiver["url"]
     settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = SECRET
     receiver["handler"].status = 500
     action = make_waiting(tenant)
+    message = _notify_message(action)
+    _hand_over(message)
 
-    with pytest.raises(WebhookError, match="500"):
-        approval_notify(action=str(action.pk), kind=REQUESTED)
+    assert approval_notify(action=str(action.pk), kind=REQUESTED) == 0
+
+    message.refresh_from_db()
+    assert (message.delivered_at, message.confirmed_at) == (None, None)
+    assert "500" in message.last_error
+    assert 25 < (message.relay_after - timezone.now()).total_seconds() <= 30
+    assert relay(OutboxMessage.objects.filter(pk=message.pk)) == 0  # not before the backoff
+
+    OutboxMessage.objects.filter(pk=message.pk).update(relay_after=timezone.now())
+    _hand_over(message)
+    receiver["handler"].status = 204
+    assert approval_notify(action=str(action.pk), kind=REQUESTED) == 1
+
+    message.refresh_from_db()
+    assert message.confirmed_at is not None
+    assert (message.delivery_attempts, message.last_error) == (2, "")
+    ids = [json.loads(delivery["body"])["id"] for delivery in receiver["received"]]
+    assert ids == [f"requested:{action.pk}"] * 2  # at least once; the receiver dedupes by id
+
+
+def test_a_notification_whose_job_redis_lost_is_handed_over_again(tenant, redis_queue):
+    action = make_waiting(tenant)
+    message = _notify_message(action)
+    _hand_over(message)
+    redis_queue.connection.flushdb()  # the job is gone; PostgreSQL still knows
+
+    sweep_once()
+    message.refresh_from_db()
+    assert message.delivery_attempts == 1  # too early to call it lost
+
+    OutboxMessage.objects.filter(pk=message.pk).update(
+        delivered_at=timezone.now() - LOST_AFTER - timedelta(seconds=1)
+    )
+    sweep_once()
+
+    message.refresh_from_db()
+    assert message.delivery_attempts == 2
+    assert message.delivered_at > timezone.now() - timedelta(seconds=30)
+
+
+def test_a_notification_that_never_gets_through_is_given_up_loudly(
+    tenant, settings, receiver, redis_queue
+):
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = receiver["url"]
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = SECRET
+    receiver["handler"].status = 503
+    action = make_waiting(tenant)
+    message = _notify_message(action)
+    OutboxMessage.objects.filter(pk=message.pk).update(delivery_attempts=NOTIFY_ATTEMPTS)
+
+    assert approval_notify(action=str(action.pk), kind=REQUESTED) == 0
+
+    message.refresh_from_db()
+    assert message.last_error.startswith("gave up: WebhookError")
+    assert message.confirmed_at is None
 
 
 def test_an_unknown_kind_is_refused(tenant):
