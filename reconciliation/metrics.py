@@ -10,8 +10,10 @@ from reconciliation.models import ReconciliationCase
 
 def case_metrics() -> list[Metric]:
     """Query 3: reconciliation cases by status and resolution."""
-    rows = ReconciliationCase.objects.values("status", "resolution").annotate(
-        total=Count("pk"), oldest=Min("opened_at")
+    rows = (
+        ReconciliationCase.objects.values("status", "resolution")
+        .order_by("status", "resolution")
+        .annotate(total=Count("pk"), oldest=Min("opened_at"))
     )
     outcomes = Metric(
         "reconciliation_outcomes_total", "counter", "Resolved reconciliation cases by outcome."

@@ -44,6 +44,7 @@ PENDING_STATUSES = frozenset(
         Action.Status.APPROVED,
         Action.Status.IN_FLIGHT,
         Action.Status.RETRY_WAIT,
+        Action.Status.NEEDS_ATTENTION,
     }
 )
 POLL_INTERVAL_SECONDS = 0.25

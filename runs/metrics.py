@@ -18,10 +18,14 @@ APPROVAL_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 360
 
 def action_metrics() -> list[Metric]:
     """Query 1: every action by tool and status, with what the gauges need."""
-    rows = Action.objects.values("tool", "status").annotate(
-        total=Count("pk"),
-        live=Count("pk", filter=Q(status=Action.Status.WAITING_APPROVAL, expires_at__gt=Now())),
-        oldest=Min("updated_at"),
+    rows = (
+        Action.objects.values("tool", "status")
+        .order_by("tool", "status")
+        .annotate(
+            total=Count("pk"),
+            live=Count("pk", filter=Q(status=Action.Status.WAITING_APPROVAL, expires_at__gt=Now())),
+            oldest=Min("updated_at"),
+        )
     )
     pending = Metric("pending_approvals", "gauge", "Intents waiting for a decision, not expired.")
     expiries = Metric(
@@ -77,8 +81,10 @@ _STOLEN = Q(status=Attempt.Status.SETTLED_BY_QUERY, error_class="") | Q(
 
 def attempt_metrics() -> list[Metric]:
     """Query 4: attempts by outcome and error class; query 5: takeovers still in progress."""
-    rows = Attempt.objects.values("status", "error_class").annotate(
-        total=Count("pk"), stolen=Count("pk", filter=_STOLEN)
+    rows = (
+        Attempt.objects.values("status", "error_class")
+        .order_by("status", "error_class")
+        .annotate(total=Count("pk"), stolen=Count("pk", filter=_STOLEN))
     )
     attempts = Metric("attempts_total", "counter", "Tool calls by outcome and error class.")
     stolen = 0

@@ -191,6 +191,9 @@ class Action(models.Model):
         APPROVED = "approved"
         IN_FLIGHT = "in_flight"
         RETRY_WAIT = "retry_wait"
+        # Transient failures outlasted the tool's retry window: an operator retries it now
+        # (same key) or gives up; the run keeps going meanwhile, and no new key is minted.
+        NEEDS_ATTENTION = "needs_attention"
         UNCERTAIN = "uncertain"
         SUCCEEDED = "succeeded"
         SATISFIED = "satisfied"
@@ -247,6 +250,7 @@ class Action(models.Model):
                         "approved",
                         "in_flight",
                         "retry_wait",
+                        "needs_attention",
                         "uncertain",
                     ]
                 ),
@@ -282,6 +286,7 @@ OPEN_ACTION_STATUSES = frozenset(
         Action.Status.APPROVED,
         Action.Status.IN_FLIGHT,
         Action.Status.RETRY_WAIT,
+        Action.Status.NEEDS_ATTENTION,
         Action.Status.UNCERTAIN,
     }
 )

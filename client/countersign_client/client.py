@@ -31,7 +31,9 @@ from countersign_client.types import (
 API_PREFIX = "/api/v1"
 MAX_LONG_POLL_SECONDS = 30.0
 # Still heading for a decision or an outcome: wait_for keeps polling these.
-PENDING_STATUSES = frozenset({"waiting_approval", "approved", "in_flight", "retry_wait"})
+PENDING_STATUSES = frozenset(
+    {"waiting_approval", "approved", "in_flight", "retry_wait", "needs_attention"}
+)
 _RETRIED_STATUSES = frozenset({502, 503, 504})
 _CASE_APPEARS_WITHIN_SECONDS = 10.0
 

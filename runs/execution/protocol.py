@@ -121,7 +121,13 @@ def action_not_resent(action: Action, run: Run, *, worker: str, finding: str) ->
     cancelled, never sent again, whoever asks."""
     action_set_status(
         action,
-        expected={Status.APPROVED, Status.RETRY_WAIT, Status.IN_FLIGHT, Status.UNCERTAIN},
+        expected={
+            Status.APPROVED,
+            Status.RETRY_WAIT,
+            Status.NEEDS_ATTENTION,
+            Status.IN_FLIGHT,
+            Status.UNCERTAIN,
+        },
         status=Status.CANCELLED,
         last_error=f"not sent again: run is {run.phase}",
     )
@@ -226,9 +232,12 @@ def attempt_failed(
     worker: str,
     retry_in: float | None,
     retry_after: float | None = None,
+    needs_attention: bool = False,
 ) -> None:
     """A provable non-effect. With `retry_in` the same intent is tried again later with the
-    same key; without it the action fails and the run stops with the reason."""
+    same key. With `needs_attention` (transient failures outlasted the tool's retry window) it
+    waits for an operator, the run going on. Otherwise the action fails and the run stops
+    with the reason."""
     attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
     action, run = attempt.action, attempt.action.run
     Attempt.objects.filter(pk=attempt_pk).update(
@@ -256,6 +265,22 @@ def attempt_failed(
             lease=lease,
             payload={"attempt": attempt.number, "error_class": error_class, "retry_in": retry_in},
             changes={"retry_count": run.retry_count + 1, "next_eligible_at": due},
+        )
+    elif needs_attention:
+        action_set_status(
+            action,
+            expected={Status.IN_FLIGHT},
+            status=Status.NEEDS_ATTENTION,
+            error_class=error_class,
+            last_error=detail[:2000],
+        )
+        append_event(
+            run,
+            type="action.needs_attention",
+            actor=worker,
+            action=action,
+            lease=lease,
+            payload={"attempt": attempt.number, "error_class": error_class},
         )
     else:
         action_set_status(

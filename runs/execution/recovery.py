@@ -1,6 +1,8 @@
-"""The steps for a write whose outcome is in doubt: persist the unknown, ask again by key
-(backing off), send again under the same key only where that is safe, or hand the action to a
-person (uncertain), and a person's abandon. Each is one transaction, like runs.execution.protocol.
+"""The steps for a write that did not simply succeed: persist an unknown outcome, ask again
+by key (backing off), send again under the same key only where that is safe, or hand the action
+to a person (uncertain); a person's abandon; and an operator's "retry now (same key)" or "give
+up" for a write that outlasted its retry window. Each is one transaction, like
+runs.execution.protocol.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from control.audit import audit_record
 from control.clock import db_now
+from control.tenancy import APPROVER_ROLES, has_any_role
+from runs.exceptions import InvalidArguments, NotAllowed
 from runs.execution import saga
 from runs.execution.protocol import action_not_resent, load_action
 from runs.models import TERMINAL_PHASES, Action, Attempt, Run
@@ -205,3 +210,68 @@ def action_abandon(*, action_pk, reason: str, actor: str) -> None:
         lease=None,
     )
     checkpoint_write(run)
+
+
+def _operator(user, run: Run, doing: str) -> str:
+    if not has_any_role(user, run.tenant, APPROVER_ROLES):
+        raise NotAllowed(f"only an operator of this tenant may {doing}")
+    return user.get_username()
+
+
+@transaction.atomic
+def action_retry_now(*, action_pk, user) -> None:
+    """An operator sends a write that outlasted its retry window once more, now, under the
+    same key (the tool sees the same intent; no new key is minted). The grant still binds:
+    an expired approval refuses the send."""
+    action, run = load_action(action_pk)
+    actor = _operator(user, run, "retry a write")
+    action_set_status(
+        action,
+        expected={Status.NEEDS_ATTENTION},
+        status=Status.RETRY_WAIT,
+        next_attempt_at=db_now(),
+    )
+    append_event(run, type="action.retry_now", actor=actor, action=action)
+    outbox_write(run, job=EXECUTE_JOB, action=action)
+    checkpoint_write(run)
+    audit_record(
+        actor=actor,
+        verb="action.retry_now",
+        tenant=run.tenant,
+        object_type="action",
+        object_id=str(action.pk),
+        data={"idempotency_key": action.idempotency_key},
+    )
+
+
+@transaction.atomic
+def action_give_up(*, action_pk, user, reason: str) -> None:
+    """An operator gives up on a write that outlasted its retry window: it fails with the
+    reason, and the run stops (or compensates its completed steps) as after any failure."""
+    action, run = load_action(action_pk)
+    actor = _operator(user, run, "give up on a write")
+    if not reason.strip():
+        raise InvalidArguments("say why: giving up is audited with its reason")
+    action_set_status(
+        action,
+        expected={Status.NEEDS_ATTENTION},
+        status=Status.FAILED,
+        error_class="given_up",
+        last_error=reason[:2000],
+    )
+    saga.step_failed(
+        run,
+        action=action,
+        reason=f"{action.action_id} ({action.tool}) given up by {actor}: {reason}"[:2000],
+        actor=actor,
+        lease=None,
+    )
+    checkpoint_write(run)
+    audit_record(
+        actor=actor,
+        verb="action.give_up",
+        tenant=run.tenant,
+        object_type="action",
+        object_id=str(action.pk),
+        reason=reason,
+    )

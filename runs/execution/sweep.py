@@ -16,7 +16,6 @@ import django_rq
 from django.conf import settings
 from django.db.models.functions import Now
 from redis.exceptions import RedisError
-from rq.job import Job
 
 from runs import notifications
 from runs.exceptions import RunsError
@@ -81,14 +80,14 @@ def _each(report: SweepReport, step: str, rows, change) -> int:
 
 
 def _enqueue_drains() -> int:
+    """Tops the queue up to DRAIN_JOBS waiting jobs. Each drain job has an id of its own: a
+    fixed id reused while a worker is still cleaning up the previous job of that id breaks
+    RQ's bookkeeping. Two sweepers at once may add a few more; a drain is idempotent."""
     queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
     enqueued = 0
     try:
-        for number in range(DRAIN_JOBS):
-            job_id = f"sweep-drain-{number}"
-            if Job.exists(job_id, connection=queue.connection):
-                continue
-            queue.enqueue(EXECUTE_JOB, None, job_id=job_id, result_ttl=0, failure_ttl=3600)
+        for _ in range(max(DRAIN_JOBS - queue.count, 0)):
+            queue.enqueue(EXECUTE_JOB, None, result_ttl=0, failure_ttl=3600)
             enqueued += 1
     except RedisError as error:
         logger.warning("sweep could not enqueue drains: %s", error)

@@ -191,7 +191,9 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         receipt = tool.execute(call, timeout=policy.call_timeout)
     except tool_errors.ToolError as error:
         if not tool.outcome_unknown_after(error):
-            _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
+            _record_failure(
+                attempt, error, lease=lease, worker=worker, policy=tool.retry_policy or policy
+            )
             return False
         recovery.attempt_unknown(
             attempt_pk=attempt.pk,
@@ -271,6 +273,8 @@ def _record_failure(
         worker=worker,
         retry_in=retry_in,
         retry_after=getattr(error, "retry_after", None),
+        # An outage longer than the retry window is not the end of the run: a person decides.
+        needs_attention=retry_in is None and error.retriable,
     )
 
 

@@ -248,6 +248,10 @@ class CancelForm(forms.Form):
     )
 
 
+class GiveUpForm(forms.Form):
+    reason = forms.CharField(label="Why give up (recorded in the audit log)", max_length=2000)
+
+
 class ToolPolicyForm(forms.Form):
     tool = forms.ChoiceField(widget=forms.HiddenInput)
     needs_approval = forms.BooleanField(label="Needs approval", required=False)

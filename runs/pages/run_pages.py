@@ -1,4 +1,5 @@
-"""The run list, the run page (timeline, checkpoints and their verification) and cancel."""
+"""The run list, the run page (timeline, checkpoints and their verification), cancel, and an
+operator's "retry now (same key)" or "give up" for a write that outlasted its retry window."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from control.tenancy import APPROVER_ROLES
 from control.web import (
@@ -19,9 +20,11 @@ from control.web import (
 )
 from runs import selectors, services
 from runs.exceptions import RunsError
+from runs.execution import recovery
 from runs.models import TERMINAL_PHASES, Run
 from runs.pages.forms import (
     CancelForm,
+    GiveUpForm,
     RunFilterForm,
 )
 from runs.pages.presenters import ActionView, EventView, verified_checkpoints
@@ -125,3 +128,49 @@ def _cancel_page(request, run: Run, form, *, error: str = "", status: int = 200)
         "terminal": run.phase in TERMINAL_PHASES,
     }
     return render(request, f"{CANCEL}#confirm" if request.htmx else CANCEL, context, status=status)
+
+
+def _attention_action_or_404(request: HttpRequest, run_id, action_pk):
+    action = selectors.action_by_id(action_pk, tenant=request.tenant)
+    if action is None or str(action.run_id) != str(run_id):
+        raise Http404("No such write in this run.")
+    return action
+
+
+def _attention_answer(request, run_id, *, ok: bool, text: str, status: int = 200) -> HttpResponse:
+    """htmx: the run's live part with the outcome; else a flash message and the run page."""
+    if request.htmx:
+        outcome = {"ok": ok, "text": text}
+        context = _run_context(request, _detail_or_404(request, run_id), attention=outcome)
+        return render(request, f"{RUN}#run-live", context, status=status)
+    messages.add_message(request, messages.SUCCESS if ok else messages.ERROR, text)
+    return redirect("run_detail", run_id=run_id)
+
+
+@require_POST
+@tenant_member(*APPROVER_ROLES)
+def action_retry_now(request: HttpRequest, run_id, action_pk) -> HttpResponse:
+    action = _attention_action_or_404(request, run_id, action_pk)
+    try:
+        recovery.action_retry_now(action_pk=action.pk, user=request.user)
+    except RunsError as error:
+        return _attention_answer(request, run_id, ok=False, text=str(error), status=409)
+    text = f"{action.action_id} goes out again now under the same key."
+    return _attention_answer(request, run_id, ok=True, text=text)
+
+
+@require_POST
+@tenant_member(*APPROVER_ROLES)
+def action_give_up(request: HttpRequest, run_id, action_pk) -> HttpResponse:
+    action = _attention_action_or_404(request, run_id, action_pk)
+    form = GiveUpForm(request.POST)
+    if not form.is_valid():
+        text = "Say why you give up: the reason is recorded in the audit log."
+        return _attention_answer(request, run_id, ok=False, text=text, status=422)
+    try:
+        recovery.action_give_up(
+            action_pk=action.pk, user=request.user, reason=form.cleaned_data["reason"]
+        )
+    except RunsError as error:
+        return _attention_answer(request, run_id, ok=False, text=str(error), status=409)
+    return _attention_answer(request, run_id, ok=True, text=f"Gave up on {action.action_id}.")

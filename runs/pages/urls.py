@@ -17,6 +17,16 @@ urlpatterns = [
     path("runs/", run_pages.run_list, name="run_list"),
     path("runs/<uuid:run_id>/", run_pages.run_detail, name="run_detail"),
     path("runs/<uuid:run_id>/cancel/", run_pages.run_cancel, name="run_cancel"),
+    path(
+        "runs/<uuid:run_id>/writes/<uuid:action_pk>/retry-now/",
+        run_pages.action_retry_now,
+        name="action_retry_now",
+    ),
+    path(
+        "runs/<uuid:run_id>/writes/<uuid:action_pk>/give-up/",
+        run_pages.action_give_up,
+        name="action_give_up",
+    ),
     path("policies/", policies.tool_policies, name="tool_policies"),
     path("tenant/", tenant_switch, name="tenant_switch"),
 ]

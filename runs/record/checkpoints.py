@@ -25,7 +25,7 @@ UPGRADERS: dict[int, Callable[[dict], dict]] = {}
 
 PHASES_WITH_PENDING_ACTION = {
     "waiting_approval": {"waiting_approval"},
-    "executing": {"approved", "in_flight", "retry_wait"},
+    "executing": {"approved", "in_flight", "retry_wait", "needs_attention"},
     "waiting_reconciliation": {"uncertain"},
 }
 STATE_FIELDS: dict[str, type | tuple[type, ...]] = {

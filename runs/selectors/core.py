@@ -80,6 +80,7 @@ def run_effects_report(run: Run) -> dict:
             Action.Status.WAITING_APPROVAL,
             Action.Status.APPROVED,
             Action.Status.RETRY_WAIT,
+            Action.Status.NEEDS_ATTENTION,
         ):
             report["not_started"].append(entry)
     return report

@@ -98,7 +98,12 @@ def run_stop(run: Run, *, phase: str, reason: str, actor: str) -> dict:
     reconciliation. Returns the report of effects done, in doubt and not started."""
     report = run_effects_report(run)
     not_started = run.actions.filter(
-        status__in=[Status.WAITING_APPROVAL, Status.APPROVED, Status.RETRY_WAIT]
+        status__in=[
+            Status.WAITING_APPROVAL,
+            Status.APPROVED,
+            Status.RETRY_WAIT,
+            Status.NEEDS_ATTENTION,
+        ]
     )
     for action in not_started:
         action_set_status(action, expected={action.status}, status=Status.CANCELLED)

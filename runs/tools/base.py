@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from control.canonical import intent_digest
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, ResultUncertain, ToolError, UnsupportedTool
+from runs.tools.retry import RetryPolicy
 from runs.tools.schema import check_schema, validate
 
 EFFECT_CLASSES = ("read_only", "idempotent", "reconcilable", "not_retriable")
@@ -40,6 +41,8 @@ class Tool(ABC):
     target_schema: ClassVar[dict[str, Any]]
     # Name of the tool whose intent undoes this one, if any (see compensation_call).
     compensation: ClassVar[str | None] = None
+    # Retry limits and window for this tool's transient failures; None: the worker's default.
+    retry_policy: ClassVar[RetryPolicy | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

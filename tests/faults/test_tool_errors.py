@@ -6,6 +6,7 @@ import pytest
 import requests
 from django.core.management import call_command
 
+from runs.execution import recovery
 from runs.models import Action, ToolPolicy
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
@@ -55,18 +56,45 @@ def test_transient_errors_are_retried_with_the_same_key_and_every_attempt_is_kep
     assert action.run.retry_count == 2
 
 
-def test_retries_stop_at_the_class_limit_and_the_run_keeps_the_reason(workers, sandbox):
+def _outage_outlasting_the_retry_window(workers, sandbox, target: str) -> Action:
     tenant = make_tenant()
-    action = make_action(make_run(tenant), target="ticket-4")
+    action = make_action(make_run(tenant), target=target)
     approve(action, make_user(tenant, "operator"))
-    _fault(sandbox, "ticket.close", "fail_before_commit", count=10)
+    _fault(sandbox, "ticket.close", "fail_before_commit", count=5)
     _run_until_settled(workers, action, timeout=60)
+    return action
+
+
+def test_an_outage_longer_than_the_retry_window_waits_for_an_operator_not_the_end(workers, sandbox):
+    action = _outage_outlasting_the_retry_window(workers, sandbox, "ticket-4")
     action.run.refresh_from_db()
-    assert action.status == "failed"
+    assert (action.status, action.error_class) == ("needs_attention", "transient")
     assert action.attempts.count() == 5
-    assert action.run.phase == "failed"
-    assert "transient" in action.run.stop_reason
+    assert action.run.phase == "executing"  # not failed: a person decides
     assert not Effect.objects.filter(target="ticket-4").exists()
+    key = action.idempotency_key
+
+    recovery.action_retry_now(action_pk=action.pk, user=make_user(action.tenant, "operator"))
+    _run_until_settled(workers, action)
+
+    assert (action.status, action.idempotency_key) == ("succeeded", key)
+    assert action.attempts.count() == 6
+    assert Effect.objects.filter(idempotency_key=key).count() == 1
+    assert Action.objects.filter(run=action.run).count() == 1  # no new intent, no new key
+
+
+def test_giving_up_after_the_retry_window_stops_the_run_with_the_reason(workers, sandbox):
+    action = _outage_outlasting_the_retry_window(workers, sandbox, "ticket-5")
+    operator = make_user(action.tenant, "operator")
+
+    recovery.action_give_up(action_pk=action.pk, user=operator, reason="the desk is retired")
+
+    action.refresh_from_db()
+    action.run.refresh_from_db()
+    assert (action.status, action.error_class) == ("failed", "given_up")
+    assert action.run.phase == "failed"
+    assert "given up by" in action.run.stop_reason
+    assert "the desk is retired" in action.run.stop_reason
 
 
 def test_an_unknown_target_is_invalid_and_not_retried(workers):

@@ -45,9 +45,11 @@ def test_the_sweep_queues_a_drain_when_actions_are_due_and_not_twice(queue):
     tenant = make_tenant()
     action = make_action(make_run(tenant))
     approve(action, make_user(tenant, "operator"))
+    queue.connection.flushdb()  # Redis lost the execute job the approval queued
     first, second = sweep_once(), sweep_once()
     assert first.drains_enqueued == 2
     assert second.drains_enqueued == 0
+    assert queue.count == 2
 
 
 @pytest.mark.django_db(transaction=True)

@@ -44,7 +44,7 @@ CATEGORIES = {
 class Rule:
     get: frozenset[str] | None  # roles served on GET; None: the page takes POST only
     post: frozenset[str] | None  # roles allowed to POST; None: the page takes GET only
-    obj: str | None = None  # the URL names one object of the tenant: run, action or case
+    obj: str | None = None  # the URL names one object of the tenant: run, action, write, case
     get_status: int = 200
 
 
@@ -59,6 +59,8 @@ PAGES = {
     "run_list": Rule(get=ALL, post=None),
     "run_detail": Rule(get=ALL, post=None, obj="run"),
     "run_cancel": Rule(get=DECIDERS, post=DECIDERS, obj="run"),
+    "action_retry_now": Rule(get=None, post=DECIDERS, obj="write"),
+    "action_give_up": Rule(get=None, post=DECIDERS, obj="write"),
     "tool_policies": Rule(get=frozenset({"admin"}), post=frozenset({"admin"})),
     "tenant_switch": Rule(get=None, post=ALL),
     "receipt_ledger": Rule(get=AUDITORS, post=None),
@@ -117,6 +119,7 @@ def world(settings):
     objects = {
         "action": {"action_pk": waiting.pk},
         "run": {"run_id": waiting.run_id},
+        "write": {"run_id": waiting.run_id, "action_pk": waiting.pk},
         "case": {"case_id": case.pk},
     }
     return home, away, people, objects
