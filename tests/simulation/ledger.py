@@ -26,6 +26,7 @@ PROVIDER_FAULTS = (
     "commit_then_drop",  # applied, then the connection dropped: unknown to the caller
     "malformed",  # applied, then an answer that is no receipt
     "mismatch",  # not applied; an answer carrying another intent's receipt
+    "commit_then_503",  # applied, then a 5xx: only a tool that dedupes may send it again
     "crash",  # applied, then the worker process dies before recording anything
     "query_transient",  # the next query by key fails (the outcome stays unknown)
 )
@@ -104,6 +105,8 @@ class SimTool(Tool):
             other = self._receipt(call, digest="sha256:" + "f" * 64)
             raise ReceiptMismatch("a receipt for another intent", receipt=other)
         receipt = self._apply(call)
+        if fault == "commit_then_503":
+            raise TransientError("503 after the provider committed", http_status=503)
         if fault == "commit_then_drop":
             raise ResultUncertain("connection closed after sending")
         if fault == "malformed":

@@ -34,6 +34,7 @@ from hypothesis.stateful import (
 )
 from rq.job import Job
 
+from control.canonical import intent_digest
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
 from runs.exceptions import GrantMismatch, LeaseLost, StaleState
@@ -41,7 +42,7 @@ from runs.execution import protocol, recovery, worker
 from runs.execution.faults import FAULT_POINTS
 from runs.execution.sweep import sweep_once
 from runs.execution.worker import drain
-from runs.models import Action, Attempt, OutboxMessage, Receipt, Run
+from runs.models import TERMINAL_PHASES, Action, Approval, Attempt, OutboxMessage, Receipt, Run
 from runs.record.events import LeaseToken
 from runs.record.outbox import OPEN_CASE_JOB
 from runs.record.verification import run_verify
@@ -51,6 +52,7 @@ from runs.services import (
     lease_release,
     lease_renew,
     observation_record,
+    run_cancel,
     run_start,
 )
 from runs.tools import errors as tool_errors
@@ -68,11 +70,13 @@ REQUIRED_COVERAGE = (
     "pause_resume",
     "duplicate_delivery",
     "redis_lost",
+    "tampered_row",
+    "cancel_during_retry_wait",
     *(f"provider:{fault}" for fault in PROVIDER_FAULTS),
 )
 # No waiting between tries: the machine moves the retry clock itself.
 POLICY = RetryPolicy(base_delay=0.0, max_delay=0.0, max_attempts={"transient": 3})
-OPEN = ("approved", "retry_wait", "in_flight")
+OPEN = ("approved", "retry_wait", "needs_attention", "in_flight")
 TERMINAL = {"succeeded", "satisfied", "failed", "rejected", "expired", "superseded", "cancelled"}
 WORKERS = ("A", "B")
 TOOL_NAMES = tuple(tool_class.name for tool_class in SIM_TOOLS)
@@ -139,6 +143,11 @@ class CountersignMachine(RuleBasedStateMachine):
         self.jobs_run = 0
         self.last_job: str | None = None
         self.proposed = 0
+        # Intent digests an attacker wrote into the database (no key): never to be sent.
+        self.forged: set[str] = set()
+        self.tampered_runs: set = set()
+        # Effects per key of a cancelled run's writes that were not in flight at the cancel.
+        self.effects_at_cancel: dict[tuple[str, str], int] = {}
 
     # --- the agent and the operator --------------------------------------------------------
 
@@ -191,6 +200,18 @@ class CountersignMachine(RuleBasedStateMachine):
             self.redis_lost()
             self.sweep()
             self.job_delivered(twice=False)
+        elif focus == "tampered_row":
+            self.tamper_with_an_approved_intent()
+            for _ in range(4):
+                self.worker_steps(name="A")
+        elif focus == "cancel_during_retry_wait":
+            # The keyed tool dedupes, so a 503 before anything happened means retry_wait.
+            self.tools["sim.keyed"].ledger.plan("sim.keyed", "transient")
+            for _ in range(8):
+                if Action.objects.filter(tenant=self.tenant, status="retry_wait").exists():
+                    break
+                self.worker_steps(name="A")
+            self.cancel_a_run(waiting_for_a_retry=True)
 
     @precondition(lambda self: self.proposed < 8)
     @rule(tool=st.sampled_from(TOOL_NAMES), same_run=st.booleans(), approve=st.booleans())
@@ -287,6 +308,42 @@ class CountersignMachine(RuleBasedStateMachine):
             if self.workers[name] is None:
                 return
             self._step(name, self.workers[name])
+
+    @rule()
+    def tamper_with_an_approved_intent(self) -> None:
+        """Someone with write access to the database but no checkpoint key raises an approved
+        intent's arguments and recomputes its digest and its grants' digests."""
+        action = Action.objects.filter(
+            tenant=self.tenant, status__in=["approved", "retry_wait"]
+        ).first()
+        if action is None:
+            return
+        args = {"n": 999_999}
+        forged = intent_digest(tool=action.tool, target=action.target, args=args)
+        Action.objects.filter(pk=action.pk).update(args=args, intent_digest=forged)
+        Approval.objects.filter(action=action).update(intent_digest=forged)
+        self.forged.add(forged)
+        self.tampered_runs.add(action.run_id)
+        COVERAGE["tampered_row"] += 1
+
+    @rule(waiting_for_a_retry=st.booleans())
+    def cancel_a_run(self, waiting_for_a_retry: bool) -> None:
+        """The agent (or an operator) cancels a run, possibly while a write waits for a retry."""
+        runs = Run.objects.filter(tenant=self.tenant).exclude(phase__in=TERMINAL_PHASES)
+        if waiting_for_a_retry:
+            runs = runs.filter(actions__status="retry_wait")
+        run = runs.first()
+        if run is None:
+            return
+        in_flight = set(run.actions.filter(status="in_flight").values_list("pk", flat=True))
+        run_cancel(run=run, reason="the agent changed its mind", actor="agent")
+        for action in run.actions.exclude(pk__in=in_flight):
+            ledger = self.tools[action.tool].ledger
+            self.effects_at_cancel[action.tool, action.idempotency_key] = len(
+                ledger.applied(action.idempotency_key)
+            )
+        if waiting_for_a_retry:
+            COVERAGE["cancel_during_retry_wait"] += 1
 
     @rule(clock=st.sampled_from(["leases", "retries_and_probes"]))
     def clock_passes(self, clock: str) -> None:
@@ -553,6 +610,18 @@ class CountersignMachine(RuleBasedStateMachine):
                 assert len(effects) <= 1, f"{len(effects)} effects under {key}"
 
     @invariant()
+    def no_forged_intent_is_ever_sent(self) -> None:
+        for tool in self.tools.values():
+            for effects in tool.ledger.effects.values():
+                assert not {e.intent_digest for e in effects} & self.forged, "a forged send"
+
+    @invariant()
+    def nothing_of_a_cancelled_run_is_sent_after_the_cancel(self) -> None:
+        for (tool, key), before in self.effects_at_cancel.items():
+            sent = len(self.tools[tool].ledger.applied(key))
+            assert sent == before, f"{key} sent after its run stopped"
+
+    @invariant()
     def receipts_match_their_intents_and_the_ledger(self) -> None:
         for receipt in Receipt.objects.filter(tenant=self.tenant).select_related("action"):
             action = receipt.action
@@ -567,16 +636,23 @@ class CountersignMachine(RuleBasedStateMachine):
             "waiting_approval": {"waiting_approval"},
             "approved": {"executing"},
             "retry_wait": {"executing"},
-            "in_flight": {"executing"},
-            "uncertain": {"waiting_reconciliation"},
+            "needs_attention": {"executing"},
+            # A stopped run keeps its writes in doubt for reconciliation.
+            "in_flight": {"executing", *TERMINAL_PHASES},
+            "uncertain": {"waiting_reconciliation", *TERMINAL_PHASES},
         }
         for run in Run.objects.filter(tenant=self.tenant):
             for action in run.actions.all():
                 allowed = expected_phase.get(action.status)
                 if allowed is not None:
                     assert run.phase in allowed, f"{action.status} action in a {run.phase} run"
-            # Continuous seq, intact chain, replay == stored state, checkpoint verifies.
-            assert run_verify(run) == []
+            # Continuous seq, intact chain, replay == stored state, checkpoint verifies; a run
+            # whose rows were forged shows exactly that until a worker stops it.
+            problems = run_verify(run)
+            if run.pk in self.tampered_runs and run.phase not in TERMINAL_PHASES:
+                assert any(problem.startswith("pending intent:") for problem in problems)
+            else:
+                assert problems == []
 
     @invariant()
     def every_unknown_outcome_is_proven_or_in_reconciliation(self) -> None:
@@ -612,6 +688,9 @@ class CountersignMachine(RuleBasedStateMachine):
                 tenant=self.tenant, status="open"
             ).select_related("action", "tenant"):
                 self._resolve(case)
+            # The outage is over: an operator sends what outlasted its retry window again.
+            for action in Action.objects.filter(tenant=self.tenant, status="needs_attention"):
+                recovery.action_retry_now(action_pk=action.pk, user=self.operator)
             busy = (
                 Action.objects.filter(
                     tenant=self.tenant, status__in=[*OPEN, "waiting_approval"]
