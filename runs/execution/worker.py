@@ -24,7 +24,11 @@ from runs.execution import protocol, recovery
 from runs.execution.faults import fault_point
 from runs.models import Action, Attempt, Receipt, Run
 from runs.record.binding import intent_differences
-from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.record.checkpoints import (
+    REFUSED_REASON_PREFIX,
+    checkpoint_verify,
+    latest_checkpoint,
+)
 from runs.record.events import LeaseToken, check_lease
 from runs.selectors import due_action_filter
 from runs.services import lease_claim, lease_release, run_stop
@@ -95,17 +99,17 @@ def process_action(
     try:
         action = Action.objects.select_related("run", "observation").get(pk=action_pk)
         state = _verified_state(action.run, lease, worker)
-        if state is None:
-            return
         released = False
-        try:
-            get_tool(action.tool, action.contract_version)
-        except tool_errors.UnsupportedTool as error:
-            recovery.action_unsupported(
-                action_pk=action.pk, lease=lease, detail=str(error), worker=worker
-            )
-        else:
-            released = _advance(state, action, lease=lease, worker=worker, policy=policy)
+        # A refused checkpoint stopped the run for a person: only the lease goes back.
+        if state is not None:
+            try:
+                get_tool(action.tool, action.contract_version)
+            except tool_errors.UnsupportedTool as error:
+                recovery.action_unsupported(
+                    action_pk=action.pk, lease=lease, detail=str(error), worker=worker
+                )
+            else:
+                released = _advance(state, action, lease=lease, worker=worker, policy=policy)
     except LeaseLost as error:
         # Fenced out: another worker owns the run now; this one must not write anything.
         logger.warning("worker %s lost the lease on run %s: %s", worker, lease.run_id, error)
@@ -140,7 +144,7 @@ def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:
             run,
             phase=Run.Phase.FAILED,
             actor=worker,
-            reason=f"checkpoint refused at {error}; needs human recovery",
+            reason=f"{REFUSED_REASON_PREFIX} {error}; needs human recovery (manage.py recover_run)",
         )
         return None
 

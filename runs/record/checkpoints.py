@@ -17,6 +17,8 @@ from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoin
 from runs.record.events import LeaseToken, check_lease, run_state, to_json_value
 
 SCHEMA_VERSION = 1
+# How a run stopped by a refused checkpoint says so; `recover_run` looks for it.
+REFUSED_REASON_PREFIX = "checkpoint refused at"
 ENVELOPE_KEYS = frozenset({"schema_version", "key_id", "mac", "state"})
 
 # Upgraders turn a state of version N into version N+1. Every schema change adds one and

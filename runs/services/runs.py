@@ -18,8 +18,13 @@ from runs.models import (
     Observation,
     Run,
 )
-from runs.record.checkpoints import checkpoint_verify, checkpoint_write, latest_checkpoint
-from runs.record.events import append_event
+from runs.record.checkpoints import (
+    REFUSED_REASON_PREFIX,
+    checkpoint_verify,
+    checkpoint_write,
+    latest_checkpoint,
+)
+from runs.record.events import append_event, replay, run_state, verify_chain
 from runs.record.payloads import observation_recorded, run_started
 from runs.selectors import policy_for, run_effects_report
 from runs.services.common import action_set_status, notify_approvers, require_phase
@@ -292,3 +297,51 @@ def run_move_out(*, run: Run, actor: str) -> str:
         data={"state_version": checkpoint.state_version},
     )
     return checkpoint.body
+
+
+@transaction.atomic
+def run_recover(*, run: Run, actor: str, reason: str) -> Run:
+    """The way back for a run a worker stopped because its checkpoint was refused: once a
+    person confirms, the run's state is re-derived from its verified events, signed anew with
+    the current key, and the run goes on (`running`). The writes the stop cancelled stay
+    cancelled: the agent proposes again, and each new intent is approved again. Writes in
+    doubt are reconciled first."""
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if run.phase != Phase.FAILED or not run.stop_reason.startswith(REFUSED_REASON_PREFIX):
+        raise InvalidTransition("only a run stopped because its checkpoint was refused recovers")
+    if not reason.strip():
+        raise InvalidArguments("say why: a recovery is audited with its reason")
+    if doubtful := list(
+        run.actions.filter(status__in=[Status.IN_FLIGHT, Status.UNCERTAIN]).values_list(
+            "action_id", flat=True
+        )
+    ):
+        raise InvalidTransition(f"actions {doubtful} are in doubt: reconcile them first")
+    problems = verify_chain(run)
+    replayed = replay(run.events.order_by("seq"))
+    problems += [
+        f"replay gives {field}={replayed.get(field)!r}, stored {value!r}"
+        for field, value in run_state(run).items()
+        if replayed.get(field) != value
+    ]
+    if problems:
+        raise InvalidTransition("its events do not verify: " + "; ".join(problems))
+    refusal = run.stop_reason
+    append_event(
+        run,
+        type="run.recovered",
+        actor=actor,
+        payload={"reason": reason, "refusal": refusal},
+        changes={"phase": Phase.RUNNING, "stop_reason": "", "pending_work": []},
+    )
+    checkpoint_write(run)
+    audit_record(
+        actor=actor,
+        verb="run.recover",
+        tenant=run.tenant,
+        object_type="run",
+        object_id=str(run.pk),
+        reason=reason,
+        data={"refusal": refusal, "state_version": run.state_version},
+    )
+    return run
