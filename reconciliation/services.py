@@ -35,11 +35,21 @@ RECONCILER = "countersign.reconciler"
 Resolution = ReconciliationCase.Resolution
 CaseStatus = ReconciliationCase.Status
 UNRESOLVED = (CaseStatus.PROBING, CaseStatus.OPEN, CaseStatus.AWAITING_SECOND)
+# A compensation that failed for good: a person undoes the step by hand (applied, with
+# evidence) or accepts that it stays done (abandon). Nothing is sent again.
+COMPENSATION_FAILED = "compensation_failed"
+
+
+def _failed_compensation(action: Action) -> bool:
+    return action.status == Action.Status.FAILED and saga.is_compensation(action)
 
 
 def case_open(*, action: Action) -> ReconciliationCase | None:
-    """Opens the case for an uncertain action; None when one is already open."""
-    if action.status != Action.Status.UNCERTAIN:
+    """Opens the case for an uncertain action (probed first), or for a compensation that
+    failed for good (straight to a person: nothing is in doubt, something was not undone);
+    None when there is nothing to open or one is already open."""
+    failed_undo = _failed_compensation(action)
+    if action.status != Action.Status.UNCERTAIN and not failed_undo:
         return None
     try:
         with transaction.atomic():
@@ -47,9 +57,12 @@ def case_open(*, action: Action) -> ReconciliationCase | None:
                 tenant_id=action.tenant_id,
                 run_id=action.run_id,
                 action=action,
-                reason=action.error_class or "tool_result_uncertain",
+                reason=COMPENSATION_FAILED
+                if failed_undo
+                else action.error_class or "tool_result_uncertain",
                 detail=action.last_error,
-                next_probe_at=db_now(),
+                status=CaseStatus.OPEN if failed_undo else CaseStatus.PROBING,
+                next_probe_at=None if failed_undo else db_now(),
             )
             audit_record(
                 actor=RECONCILER,
@@ -67,11 +80,15 @@ def case_open(*, action: Action) -> ReconciliationCase | None:
 
 def open_missing_cases(*, run_id=None) -> int:
     """Every uncertain action without an unresolved case gets one; returns how many opened."""
-    actions = (
-        Action.objects.filter(status=Action.Status.UNCERTAIN)
-        .exclude(cases__status__in=UNRESOLVED)
-        .select_related("tenant")
+    uncertain = Action.objects.filter(status=Action.Status.UNCERTAIN).exclude(
+        cases__status__in=UNRESOLVED
     )
+    failed_undos = Action.objects.filter(
+        status=Action.Status.FAILED,
+        action_id__startswith=saga.COMPENSATION_PREFIX,
+        cases__isnull=True,
+    )
+    actions = (uncertain | failed_undos).distinct().select_related("tenant")
     if run_id is not None:
         actions = actions.filter(run_id=run_id)
     return sum(case_open(action=action) is not None for action in actions)
@@ -279,6 +296,14 @@ def case_resolve(
         raise ResolutionRefused(f"resolution must be one of {', '.join(Resolution.values)}")
     if not note.strip():
         raise ResolutionRefused("say why: a resolution is audited with its reason")
+    if case.reason == COMPENSATION_FAILED and resolution not in (
+        Resolution.APPLIED,
+        Resolution.ABANDON,
+    ):
+        raise ResolutionRefused(
+            "the compensation failed for good: resolve as applied (undone by hand, with "
+            "evidence) or abandon (the step stays done)"
+        )
     try:
         tool = get_tool(action.tool, action.contract_version)
     except tool_errors.UnsupportedTool as error:
@@ -371,6 +396,8 @@ def _propose_resolution(case, *, user, resolution, note, evidence, confirm_resen
 
 def _apply(case, *, resolution: str, receipt, note: str, actor: str, confirm_resend: bool) -> None:
     action = case.action
+    if case.reason == COMPENSATION_FAILED:
+        return  # the failed undo stays failed; the resolution and its evidence are the record
     if resolution in (Resolution.APPLIED, Resolution.COMPENSATE):
         protocol.receipt_record(
             action_pk=action.pk,
@@ -402,6 +429,8 @@ def case_probe_now(*, case: ReconciliationCase, user) -> bool:
     probed: a sweeper may have claimed the case a moment earlier."""
     if not has_any_role(user, case.tenant, RECONCILER_ROLES):
         raise NotAllowed("only a reconciler of this tenant may probe cases")
+    if case.reason == COMPENSATION_FAILED:
+        raise InvalidTransition("nothing is in doubt here: the compensation failed for good")
     with transaction.atomic():
         now = db_now()
         # A probe in progress holds next_probe_at minutes ahead (see _claim_probe): leave it be.

@@ -4,7 +4,9 @@ When a step fails for good, the completed steps whose tools declare a compensati
 in reverse order, each as a normal intent (`undo-<action_id>`) with its own key, approval per
 policy, lease and receipt. When the last one has its receipt the run stops as failed with the
 original reason. A compensation that ends uncertain becomes a reconciliation case like any
-other write; one that fails for good stops the run at once (compensations are not compensated).
+other write. One that fails for good is not compensated itself: it opens a case for a person
+(reason `compensation_failed`: undo it by hand, or accept it stays done), the remaining
+compensations go on, and the run ends failed with its original reason and what was not undone.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 from control.canonical import content_hash
 from runs.models import TERMINAL_PHASES, Action, Run
 from runs.record.events import LeaseToken, append_event
-from runs.services import action_propose, observation_record
+from runs.record.outbox import OPEN_CASE_JOB
+from runs.services import action_propose, observation_record, outbox_write, without
 from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
 
@@ -38,6 +41,9 @@ def step_failed(
     run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None
 ) -> None:
     """The run's answer to a step that failed for good: stop, or start compensating."""
+    if is_compensation(action):
+        _compensation_failed(run, action=action, reason=reason, actor=actor, lease=lease)
+        return
     if run.phase in TERMINAL_PHASES:
         append_event(
             run,
@@ -49,7 +55,7 @@ def step_failed(
             changes={"pending_work": []},
         )
         return
-    queue = [] if is_compensation(action) else _compensable(run)
+    queue = _compensable(run)
     if not run.plan.get("compensate_on_failure") or not queue:
         append_event(
             run,
@@ -81,17 +87,64 @@ def step_succeeded(run: Run, *, action: Action, actor: str) -> None:
     """After a compensation's receipt: undo the next step, or end the run as failed."""
     if not is_compensation(action) or run.phase in TERMINAL_PHASES:
         return
+    _next_or_end(run, actor=actor)
+
+
+def _compensation_failed(
+    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None
+) -> None:
+    """A compensation failed for good: a person gets a case (never a compensation of a
+    compensation), the original reason stays, and the saga goes on with the others."""
+    outbox_write(run, job=OPEN_CASE_JOB, action=action)
+    if run.phase in TERMINAL_PHASES or action.action_id not in run.pending_work:
+        # Not part of a saga in progress (a stopped run, or one a reconciler started).
+        stop = (
+            {} if run.phase in TERMINAL_PHASES else {"phase": Phase.FAILED, "stop_reason": reason}
+        )
+        append_event(
+            run,
+            type="action.failed",
+            actor=actor,
+            action=action,
+            lease=lease,
+            payload={"reason": reason},
+            changes={**stop, "pending_work": []},
+        )
+        return
+    append_event(
+        run,
+        type="saga.compensation_failed",
+        actor=actor,
+        action=action,
+        lease=lease,
+        payload={"reason": reason},
+        changes={
+            "phase": Phase.RUNNING,
+            "pending_work": without(run.pending_work, action.action_id),
+        },
+    )
+    _next_or_end(run, actor=actor)
+
+
+def _next_or_end(run: Run, *, actor: str) -> None:
     if run.pending_work:
         _propose_next(run)
         return
+    failed = list(
+        run.events.filter(type="saga.compensation_failed")
+        .order_by("seq")
+        .values_list("action__action_id", flat=True)
+    )
+    outcome = (
+        f"not undone: {', '.join(failed)}; a reconciler decides"
+        if failed
+        else "completed steps compensated"
+    )
     append_event(
         run,
         type="saga.compensated",
         actor=actor,
-        changes={
-            "phase": Phase.FAILED,
-            "stop_reason": f"{run.stop_reason} (completed steps compensated)",
-        },
+        changes={"phase": Phase.FAILED, "stop_reason": f"{run.stop_reason} ({outcome})"},
     )
 
 

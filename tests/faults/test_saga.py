@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import requests
 
+from reconciliation.exceptions import ResolutionRefused
+from reconciliation.models import ReconciliationCase
+from reconciliation.services import case_resolve
 from runs.models import Action
 from runs.record.verification import run_verify
 from sandbox.models import Effect
@@ -62,3 +66,68 @@ def test_a_step_failing_for_good_refunds_the_completed_charge_and_stops_the_run(
         ]
     )
     assert run_verify(run) == []
+
+
+def test_a_compensation_failing_for_good_opens_a_case_and_the_others_still_run(workers, sandbox):
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    run = make_run(tenant, goal="charge twice, then ship", plan={"compensate_on_failure": True})
+    charges = []
+    for name, customer, cents in (("charge-a", "cus_1", 1000), ("charge-b", "cus_2", 2000)):
+        charge = make_action(
+            run,
+            tool="payment.charge",
+            target=customer,
+            action_id=name,
+            args={"amount_cents": cents, "currency": "EUR"},
+        )
+        approve(charge, operator)
+        assert workers.run_burst() == 0
+        charge.refresh_from_db()
+        charges.append(charge)
+    # Someone refunds charge-b by hand first: the saga's refund of it will be refused (409).
+    requests.post(
+        sandbox + "payments/refunds",
+        json={"charge": charges[1].receipt.receipt_id, "amount_cents": 2000},
+        headers={"Idempotency-Key": "refund-by-hand"},
+        timeout=5,
+    ).raise_for_status()
+    ship = make_action(
+        run, tool="ticket.close", target="ticket-404", action_id="ship", args={"resolution": "x"}
+    )
+    approve(ship, operator)
+    assert workers.run_burst() == 0
+
+    undo_b = Action.objects.get(run=run, action_id="undo-charge-b")
+    approve(undo_b, operator)
+    assert workers.run_burst() == 0
+    undo_b.refresh_from_db()
+    assert (undo_b.status, undo_b.error_class) == ("failed", "business_rejection")
+    case = ReconciliationCase.objects.get(action=undo_b)
+    assert (case.reason, case.status) == ("compensation_failed", "open")
+
+    undo_a = Action.objects.get(run=run, action_id="undo-charge-a")  # the saga went on
+    approve(undo_a, operator)
+    assert workers.run_burst() == 0
+    undo_a.refresh_from_db()
+    run.refresh_from_db()
+    assert undo_a.status == "succeeded"
+    assert run.phase == "failed"
+    assert run.stop_reason.startswith("ship (ticket.close) failed: invalid_arguments")
+    assert run.stop_reason.endswith("(not undone: undo-charge-b; a reconciler decides)")
+    assert run_verify(run) == []
+
+    with pytest.raises(ResolutionRefused, match="failed for good"):
+        case_resolve(
+            case=case, user=make_user(tenant, "reconciler"), resolution="not_applied", note="x"
+        )
+    resolved = case_resolve(
+        case=case,
+        user=make_user(tenant, "reconciler"),
+        resolution="applied",
+        note="refunded by hand before the saga",
+        evidence={"observed_state": "charge fully refunded (refund-by-hand)"},
+    )
+    assert resolved.status == "resolved"
+    undo_b.refresh_from_db()
+    assert undo_b.status == "failed"
