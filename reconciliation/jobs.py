@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reconciliation.services import open_missing_cases, probe_due_cases
+from reconciliation.probes import probe_due_cases
+from reconciliation.services import open_missing_cases
 
 
 def open_cases(run_id: str | None = None) -> int:

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from control.tenancy import RECONCILER_ROLES
 from control.web import compact_json, pretty_json, tenant_member, with_query
-from reconciliation import selectors, services
+from reconciliation import probes, selectors, services
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ReconciliationError
 from reconciliation.forms import CaseFilterForm, ResolveForm
 from reconciliation.models import ReconciliationCase
@@ -404,7 +404,7 @@ def _resolved_outcome(case: ReconciliationCase) -> Outcome:
 def case_probe_now(request: HttpRequest, case_id) -> HttpResponse:
     case = _detail_or_404(request, case_id).case
     try:
-        probed = services.case_probe_now(case=case, user=request.user)
+        probed = probes.case_probe_now(case=case, user=request.user)
     except ReconciliationError as error:
         return _case_response(request, case.pk, refusal(error), status=409)
     return _case_response(request, case.pk, _probe_outcome(case, probed=probed))

@@ -9,7 +9,8 @@ import pytest
 from bench.tools import BenchNoop
 from reconciliation.exceptions import ResolutionRefused
 from reconciliation.models import ReconciliationCase
-from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
+from reconciliation.probes import probe_due_cases
+from reconciliation.services import case_resolve, open_missing_cases
 from runs.execution import protocol, recovery
 from runs.execution.worker import process_action
 from runs.models import Action

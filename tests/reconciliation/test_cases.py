@@ -7,7 +7,8 @@ import requests
 
 from reconciliation.exceptions import NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
-from reconciliation.services import PROBE_DELAYS, case_open, case_probe, case_resolve
+from reconciliation.probes import case_probe
+from reconciliation.services import PROBE_DELAYS, case_open, case_resolve
 from runs.execution import protocol, recovery
 from runs.models import Action, ToolPolicy
 from runs.services import lease_claim, lease_release, run_cancel

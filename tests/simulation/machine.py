@@ -36,7 +36,8 @@ from rq.job import Job
 
 from control.canonical import intent_digest
 from reconciliation.models import ReconciliationCase
-from reconciliation.services import case_resolve, open_missing_cases, probe_due_cases
+from reconciliation.probes import probe_due_cases
+from reconciliation.services import case_resolve, open_missing_cases
 from runs.exceptions import GrantMismatch, LeaseLost, StaleState
 from runs.execution import protocol, recovery, worker
 from runs.execution.faults import FAULT_POINTS
@@ -57,7 +58,7 @@ from runs.services import (
 )
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall
-from runs.tools.registry import get_tool
+from runs.tools.registry import get_tool, register_tool, unregister_tool
 from runs.tools.retry import RetryPolicy
 from tests.factories import make_tenant, make_user
 from tests.simulation.ledger import PROVIDER_FAULTS, SIM_TOOLS, WorkerCrash
@@ -72,6 +73,7 @@ REQUIRED_COVERAGE = (
     "redis_lost",
     "tampered_row",
     "cancel_during_retry_wait",
+    "tool_removed",
     *(f"provider:{fault}" for fault in PROVIDER_FAULTS),
 )
 # No waiting between tries: the machine moves the retry clock itself.
@@ -98,6 +100,9 @@ class Stepping:
     stage: str = "claimed"
     receipt: object = None
     attempt: object = None
+    # The adapter the worker looked up when it claimed the action (a removal after that
+    # does not take it out of the worker's hands, as in runs.execution.worker.execute).
+    tool: object = None
     paused: bool = False
     # Further claims of the same batch, processed after this one (as drain() does).
     backlog: list = field(default_factory=list)
@@ -146,6 +151,8 @@ class CountersignMachine(RuleBasedStateMachine):
         # Intent digests an attacker wrote into the database (no key): never to be sent.
         self.forged: set[str] = set()
         self.tampered_runs: set = set()
+        # Tools taken out of the registry by tool_removed_mid_run, until they come back.
+        self.removed: set[str] = set()
         # Effects per key of a cancelled run's writes that were not in flight at the cancel.
         self.effects_at_cancel: dict[tuple[str, str], int] = {}
 
@@ -212,10 +219,18 @@ class CountersignMachine(RuleBasedStateMachine):
                     break
                 self.worker_steps(name="A")
             self.cancel_a_run(waiting_for_a_retry=True)
+        elif focus == "tool_removed":
+            self.worker_claims(name="A")
+            self.tool_removed_mid_run(tool="sim.plain")
+            for _ in range(4):
+                self.worker_steps(name="A")
+                self.worker_steps(name="B")
 
     @precondition(lambda self: self.proposed < 8)
     @rule(tool=st.sampled_from(TOOL_NAMES), same_run=st.booleans(), approve=st.booleans())
     def propose(self, tool: str, same_run: bool, approve: bool) -> None:
+        if tool in self.removed:
+            return  # the API refuses a tool the catalog no longer has (422)
         run = None
         if same_run:
             run = Run.objects.filter(tenant=self.tenant, phase=Run.Phase.RUNNING).first()
@@ -308,6 +323,20 @@ class CountersignMachine(RuleBasedStateMachine):
             if self.workers[name] is None:
                 return
             self._step(name, self.workers[name])
+
+    @rule(tool=st.sampled_from(TOOL_NAMES))
+    def tool_removed_mid_run(self, tool: str) -> None:
+        """An operator removes a tool from the catalog while its intents are under way."""
+        if tool not in self.removed:
+            unregister_tool(self.tools[tool])
+            self.removed.add(tool)
+            COVERAGE["tool_removed"] += 1
+
+    @rule()
+    def removed_tools_come_back(self) -> None:
+        for tool in self.removed:
+            register_tool(self.tools[tool])
+        self.removed.clear()
 
     @rule()
     def tamper_with_an_approved_intent(self) -> None:
@@ -453,6 +482,16 @@ class CountersignMachine(RuleBasedStateMachine):
         if state.stage == "claimed":
             verified = worker._verified_state(action.run, lease, name)
             if verified is None:
+                lease_release(lease=lease)
+                state.stage = "done"
+                return
+            try:
+                state.tool = get_tool(action.tool, action.contract_version)
+            except tool_errors.UnsupportedTool as error:
+                recovery.action_unsupported(
+                    action_pk=action.pk, lease=lease, detail=str(error), worker=name
+                )
+                lease_release(lease=lease)
                 state.stage = "done"
                 return
             if action.status == Action.Status.IN_FLIGHT:
@@ -464,9 +503,8 @@ class CountersignMachine(RuleBasedStateMachine):
                 lease_release(lease=lease)
                 state.stage = "done"
                 return
-            tool = get_tool(action.tool, action.contract_version)
             if action.attempt_count == 0 and worker._already_satisfied(
-                action, tool, lease, name, POLICY
+                action, state.tool, lease, name, POLICY
             ):
                 lease_release(lease=lease)
                 state.stage = "done"
@@ -479,7 +517,7 @@ class CountersignMachine(RuleBasedStateMachine):
             state.stage = "attempt_recorded"
         elif state.stage == "attempt_recorded":
             lease_renew(lease=lease)
-            tool = get_tool(action.tool, action.contract_version)
+            tool = state.tool
             call = ToolCall(
                 tool=action.tool,
                 target=action.target,
@@ -592,6 +630,9 @@ class CountersignMachine(RuleBasedStateMachine):
                     "intent_digest": action.intent_digest,
                 },
             )
+        elif action.tool in self.removed:
+            # Nothing can be sent with a tool that is gone: the write stays undone.
+            case_resolve(case=case, user=self.reconciler, resolution="abandon", note="tool retired")
         else:
             case_resolve(
                 case=case,
@@ -671,6 +712,7 @@ class CountersignMachine(RuleBasedStateMachine):
     def _settle_everything(self) -> None:
         """No more faults: every process dies or finishes, clocks pass, and the sweep, the
         workers and a reconciler bring every intent to rest."""
+        self.removed_tools_come_back()
         for tool in self.tools.values():
             tool.ledger.clear_faults()
         self.workers = dict.fromkeys(WORKERS)

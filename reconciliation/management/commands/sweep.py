@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from control.api_idempotency import purge_expired
-from reconciliation.services import open_missing_cases, probe_due_cases
+from reconciliation.probes import probe_due_cases
+from reconciliation.services import open_missing_cases
 from runs.execution.sweep import sweep_once
 
 logger = logging.getLogger(__name__)
