@@ -195,17 +195,28 @@ def action_abandon(*, action_pk, reason: str, actor: str) -> None:
     """A person gives up on an uncertain action: it fails, and the run stops (or, in a saga,
     compensates its completed steps) with the reason."""
     action, run = load_action(action_pk)
+    _fail_for_good(
+        action, run, expected=Status.UNCERTAIN, error_class="abandoned", reason=reason, actor=actor
+    )
+
+
+def _fail_for_good(
+    action: Action, run: Run, *, expected: str, error_class: str, reason: str, actor: str
+) -> None:
+    """A person ends a write: it fails with the reason, and the run answers as to any failure
+    for good (stops, or compensates its completed steps)."""
     action_set_status(
         action,
-        expected={Status.UNCERTAIN},
+        expected={expected},
         status=Status.FAILED,
-        error_class="abandoned",
+        error_class=error_class,
         last_error=reason[:2000],
     )
+    said = error_class.replace("_", " ")
     saga.step_failed(
         run,
         action=action,
-        reason=f"{action.action_id} ({action.tool}) abandoned: {reason}"[:2000],
+        reason=f"{action.action_id} ({action.tool}) {said} by {actor}: {reason}"[:2000],
         actor=actor,
         lease=None,
     )
@@ -252,21 +263,14 @@ def action_give_up(*, action_pk, user, reason: str) -> None:
     actor = _operator(user, run, "give up on a write")
     if not reason.strip():
         raise InvalidArguments("say why: giving up is audited with its reason")
-    action_set_status(
+    _fail_for_good(
         action,
-        expected={Status.NEEDS_ATTENTION},
-        status=Status.FAILED,
-        error_class="given_up",
-        last_error=reason[:2000],
-    )
-    saga.step_failed(
         run,
-        action=action,
-        reason=f"{action.action_id} ({action.tool}) given up by {actor}: {reason}"[:2000],
+        expected=Status.NEEDS_ATTENTION,
+        error_class="given_up",
+        reason=reason,
         actor=actor,
-        lease=None,
     )
-    checkpoint_write(run)
     audit_record(
         actor=actor,
         verb="action.give_up",

@@ -44,27 +44,11 @@ def step_failed(
     if is_compensation(action):
         _compensation_failed(run, action=action, reason=reason, actor=actor, lease=lease)
         return
-    if run.phase in TERMINAL_PHASES:
-        append_event(
-            run,
-            type="action.failed",
-            actor=actor,
-            action=action,
-            lease=lease,
-            payload={"reason": reason},
-            changes={"pending_work": []},
-        )
-        return
-    queue = _compensable(run)
+    stopped = run.phase in TERMINAL_PHASES
+    queue = [] if stopped else _compensable(run)
     if not run.plan.get("compensate_on_failure") or not queue:
-        append_event(
-            run,
-            type="action.failed",
-            actor=actor,
-            action=action,
-            lease=lease,
-            payload={"reason": reason},
-            changes={"phase": Phase.FAILED, "stop_reason": reason, "pending_work": []},
+        _action_failed(
+            run, action=action, reason=reason, actor=actor, lease=lease, stop=not stopped
         )
         return
     append_event(
@@ -83,6 +67,22 @@ def step_failed(
     _propose_next(run)
 
 
+def _action_failed(
+    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None, stop: bool
+) -> None:
+    """The step's failure as an event; `stop` also ends the run with the reason."""
+    ending = {"phase": Phase.FAILED, "stop_reason": reason} if stop else {}
+    append_event(
+        run,
+        type="action.failed",
+        actor=actor,
+        action=action,
+        lease=lease,
+        payload={"reason": reason},
+        changes={**ending, "pending_work": []},
+    )
+
+
 def step_succeeded(run: Run, *, action: Action, actor: str) -> None:
     """After a compensation's receipt: undo the next step, or end the run as failed."""
     if not is_compensation(action) or run.phase in TERMINAL_PHASES:
@@ -96,19 +96,11 @@ def _compensation_failed(
     """A compensation failed for good: a person gets a case (never a compensation of a
     compensation), the original reason stays, and the saga goes on with the others."""
     outbox_write(run, job=OPEN_CASE_JOB, action=action)
-    if run.phase in TERMINAL_PHASES or action.action_id not in run.pending_work:
+    stopped = run.phase in TERMINAL_PHASES
+    if stopped or action.action_id not in run.pending_work:
         # Not part of a saga in progress (a stopped run, or one a reconciler started).
-        stop = (
-            {} if run.phase in TERMINAL_PHASES else {"phase": Phase.FAILED, "stop_reason": reason}
-        )
-        append_event(
-            run,
-            type="action.failed",
-            actor=actor,
-            action=action,
-            lease=lease,
-            payload={"reason": reason},
-            changes={**stop, "pending_work": []},
+        _action_failed(
+            run, action=action, reason=reason, actor=actor, lease=lease, stop=not stopped
         )
         return
     append_event(
