@@ -34,7 +34,11 @@ def _compensable(run: Run) -> list[Action]:
         .select_related("receipt")
         .order_by("-receipt__created_at")
     )
-    return [a for a in done if not is_compensation(a) and get_tool(a.tool).compensation]
+    return [
+        a
+        for a in done
+        if not is_compensation(a) and get_tool(a.tool, a.contract_version).compensation
+    ]
 
 
 def step_failed(

@@ -26,8 +26,7 @@ from runs.models import Action, Attempt, Receipt, Run
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import (
     REFUSED_REASON_PREFIX,
-    checkpoint_verify,
-    latest_checkpoint,
+    latest_verified,
 )
 from runs.record.events import LeaseToken, check_lease
 from runs.selectors import due_action_filter
@@ -103,12 +102,14 @@ def process_action(
         # A refused checkpoint stopped the run for a person: only the lease goes back.
         if state is not None:
             try:
-                get_tool(action.tool, action.contract_version)
+                tool = get_tool(action.tool, action.contract_version)
             except tool_errors.UnsupportedTool as error:
                 recovery.action_unsupported(
                     action_pk=action.pk, lease=lease, detail=str(error), worker=worker
                 )
             else:
+                # A tool's own retry limits, window and timeouts, where it declares them.
+                policy = tool.retry_policy or policy
                 released = _advance(state, action, lease=lease, worker=worker, policy=policy)
     except LeaseLost as error:
         # Fenced out: another worker owns the run now; this one must not write anything.
@@ -131,11 +132,8 @@ def _advance(state: dict, action: Action, *, lease, worker: str, policy: RetryPo
 
 def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:
     """The latest checkpoint's state once verified; None when it was refused (the run stops)."""
-    checkpoint = latest_checkpoint(run)
     try:
-        if checkpoint is None:
-            raise CheckpointError("parse", "the run has no checkpoint")
-        return checkpoint_verify(checkpoint.body, run=run, lease=lease)
+        return latest_verified(run, lease=lease)[1]
     except CheckpointError as error:
         if error.step == "lease":
             raise LeaseLost(str(error)) from None
@@ -149,13 +147,17 @@ def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:
         return None
 
 
-@transaction.atomic
 def _executes_what_was_signed(state: dict, action: Action, worker: str) -> bool:
     """Refuses (stops the run for a person, audited) an intent or grant that differs from
     the verified checkpoint: a row changed in the database without the signing key."""
     differences = intent_differences(state, action)
-    if not differences:
-        return True
+    if differences:
+        _refuse_unsigned(action, differences, worker=worker)
+    return not differences
+
+
+@transaction.atomic
+def _refuse_unsigned(action: Action, differences: list[str], *, worker: str) -> None:
     reason = f"{action.action_id} differs from its signed checkpoint: " + "; ".join(differences)
     logger.error("run %s: %s", action.run_id, reason)
     run_stop(action.run, phase=Run.Phase.FAILED, actor=worker, reason=reason[:2000])
@@ -168,7 +170,6 @@ def _executes_what_was_signed(state: dict, action: Action, worker: str) -> bool:
         reason="the rows differ from the signed checkpoint; needs human recovery",
         data={"differences": differences},
     )
-    return False
 
 
 def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> bool:
@@ -195,9 +196,7 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         receipt = tool.execute(call, timeout=policy.call_timeout)
     except tool_errors.ToolError as error:
         if not tool.outcome_unknown_after(error):
-            _record_failure(
-                attempt, error, lease=lease, worker=worker, policy=tool.retry_policy or policy
-            )
+            _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
             return False
         recovery.attempt_unknown(
             attempt_pk=attempt.pk,

@@ -395,3 +395,12 @@ def checkpoint_verify(
 
 def latest_checkpoint(run: Run) -> Checkpoint | None:
     return run.checkpoints.order_by("-state_version").first()
+
+
+def latest_verified(run: Run, *, lease: LeaseToken | None = None) -> tuple[Checkpoint, dict]:
+    """The run's latest checkpoint and its verified state; CheckpointError when there is none
+    or it does not verify (against the run, and the lease when one is given)."""
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        raise CheckpointError("parse", "the run has no checkpoint")
+    return checkpoint, checkpoint_verify(checkpoint.body, run=run, lease=lease)

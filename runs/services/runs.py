@@ -10,7 +10,7 @@ from control.audit import audit_record
 from control.clock import db_now
 from control.models import Tenant
 from runs import notifications
-from runs.exceptions import CheckpointError, InvalidArguments, InvalidTransition, MissingEvidence
+from runs.exceptions import InvalidArguments, InvalidTransition, MissingEvidence
 from runs.models import (
     TERMINAL_PHASES,
     Action,
@@ -20,12 +20,12 @@ from runs.models import (
 )
 from runs.record.checkpoints import (
     REFUSED_REASON_PREFIX,
-    checkpoint_verify,
     checkpoint_write,
-    latest_checkpoint,
+    latest_verified,
 )
-from runs.record.events import append_event, replay, run_state, verify_chain
+from runs.record.events import append_event
 from runs.record.payloads import observation_recorded, run_started
+from runs.record.verification import events_verify
 from runs.selectors import policy_for, run_effects_report
 from runs.services.common import action_set_status, notify_approvers, require_phase
 
@@ -282,10 +282,7 @@ def run_move_out(*, run: Run, actor: str) -> str:
         raise InvalidTransition(
             f"actions {doubtful} may have been applied: reconcile them here before moving the run"
         )
-    checkpoint = latest_checkpoint(run)
-    if checkpoint is None:
-        raise CheckpointError("parse", "the run has no checkpoint")
-    checkpoint_verify(checkpoint.body, run=run)
+    checkpoint, _ = latest_verified(run)
     run_stop(run, phase=Phase.CANCELLED, reason=MOVED_REASON, actor=actor)
     audit_record(
         actor=actor,
@@ -317,14 +314,7 @@ def run_recover(*, run: Run, actor: str, reason: str) -> Run:
         )
     ):
         raise InvalidTransition(f"actions {doubtful} are in doubt: reconcile them first")
-    problems = verify_chain(run)
-    replayed = replay(run.events.order_by("seq"))
-    problems += [
-        f"replay gives {field}={replayed.get(field)!r}, stored {value!r}"
-        for field, value in run_state(run).items()
-        if replayed.get(field) != value
-    ]
-    if problems:
+    if problems := events_verify(run):
         raise InvalidTransition("its events do not verify: " + "; ".join(problems))
     refusal = run.stop_reason
     append_event(

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from runs.exceptions import CheckpointError, RunsError
-from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
+from runs.record.checkpoints import latest_verified
 from runs.selectors import run_by_id
 from runs.services import run_move_out
 
@@ -45,7 +45,7 @@ class Command(BaseCommand):
                 body = (
                     run_move_out(run=run, actor="export_checkpoint --for-move")
                     if for_move
-                    else _verified_body(run)
+                    else latest_verified(run)[0].body
                 )
                 if output:
                     _write_atomically(Path(output), body)
@@ -60,14 +60,6 @@ class Command(BaseCommand):
         elif options["verbosity"]:
             moved = "; the run is stopped here (moved)" if for_move else ""
             self.stderr.write(f"checkpoint of run {run_id} written to {output}{moved}")
-
-
-def _verified_body(run) -> str:
-    checkpoint = latest_checkpoint(run)
-    if checkpoint is None:
-        raise CheckpointError("parse", "the run has no checkpoint")
-    checkpoint_verify(checkpoint.body, run=run)
-    return checkpoint.body
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             self._describe(run)
             return
         try:
-            run_recover(run=run, actor=f"recover_run ({confirm[:100]})", reason=confirm)
+            run_recover(run=run, actor="recover_run", reason=confirm)
         except RunsError as error:
             raise CommandError(f"refusing to recover run {run_id}: {error}") from None
         if options["verbosity"]:
