@@ -22,14 +22,12 @@ from django.test import RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
-from bench.tools import BenchNoop
 from control.counters import REDIS_COUNTERS
 from control.metrics import metrics_view
 from runs.execution import protocol
 from runs.execution.worker import settle_unknown
 from runs.models import OutboxMessage
 from runs.services import lease_claim
-from runs.tools.registry import register_tool, unregister_tool
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
@@ -65,14 +63,6 @@ def test_every_url_name_keeps_its_route():
 
 def test_every_management_command_keeps_its_name():
     same_as_saved("commands.txt", "\n".join(sorted(get_commands())) + "\n")
-
-
-@pytest.fixture
-def noop_tool():
-    tool = BenchNoop()
-    register_tool(tool)
-    yield tool
-    unregister_tool(tool)
 
 
 def test_the_metrics_and_the_stored_job_paths_are_unchanged(settings, noop_tool):

@@ -9,13 +9,11 @@ import pytest
 from django.db import connection
 from django.test import RequestFactory
 
-from bench.tools import BenchNoop
 from control.counters import REDIS_COUNTERS, count_event
 from control.metrics import metrics_view
 from runs.execution import protocol
 from runs.execution.worker import settle_unknown
 from runs.services import lease_claim
-from runs.tools.registry import register_tool, unregister_tool
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
@@ -37,14 +35,6 @@ def worker_counters(settings):
     redis.delete(REDIS_COUNTERS)
     yield redis
     redis.delete(REDIS_COUNTERS)
-
-
-@pytest.fixture
-def noop_tool():
-    tool = BenchNoop()
-    register_tool(tool)
-    yield tool
-    unregister_tool(tool)
 
 
 def scrape(token: str | None = TOKEN, address: str = "203.0.113.9"):

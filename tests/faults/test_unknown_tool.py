@@ -15,9 +15,10 @@ from runs.execution import protocol, recovery
 from runs.execution.worker import process_action
 from runs.models import Action
 from runs.services import lease_claim
-from runs.tools.registry import register_tool, unregister_tool
+from runs.tools.registry import unregister_tool
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.registry import registered
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -26,10 +27,8 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sand
 def noop_known_here_only():
     """bench.noop is registered in this process, not in the worker processes the tests start:
     to a worker it is a tool that was removed after the intent was proposed."""
-    tool = BenchNoop()
-    register_tool(tool)
-    yield tool
-    unregister_tool(tool)
+    with registered(BenchNoop()) as tool:
+        yield tool
 
 
 def approved(tenant, operator, **fields) -> Action:

@@ -6,24 +6,14 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from bench.tools import BenchNoop
 from control.models import AuditEntry
 from runs.execution import protocol
 from runs.models import Action
 from runs.services import lease_claim, lease_release
-from runs.tools.registry import register_tool, unregister_tool
 from tests.factories import approve, make_action, make_run, make_user
 from tests.pages.conftest import HTMX, client_for, flashed
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def noop_tool():
-    tool = BenchNoop()
-    register_tool(tool)
-    yield tool
-    unregister_tool(tool)
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("noop_tool")]
 
 
 def needing_attention(tenant, operator) -> Action:

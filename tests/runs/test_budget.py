@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench.tools import BenchNoop
 from runs.exceptions import InvalidTransition
 from runs.execution import protocol
 from runs.models import Action, Attempt, Run
 from runs.services import lease_claim
-from runs.tools.registry import register_tool, unregister_tool
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("noop_tool")]
 WORKER = "budget-worker"
-
-
-@pytest.fixture(autouse=True)
-def noop_tool():
-    tool = BenchNoop()
-    register_tool(tool)
-    yield tool
-    unregister_tool(tool)
 
 
 def approved_noop(run: Run, number: int = 1) -> Action:

@@ -8,10 +8,10 @@ import pytest
 from runs.execution.worker import process_action
 from runs.models import Action
 from runs.services import lease_claim
-from runs.tools.registry import register_tool, unregister_tool
 from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
 from runs.tools.sandbox import TicketClose
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.registry import registered
 
 pytestmark = pytest.mark.django_db
 
@@ -23,18 +23,16 @@ class ImpatientClose(TicketClose):
     retry_policy = RetryPolicy(max_attempts={"transient": 2}, base_delay=0.0, max_delay=0.0)
 
 
-@pytest.fixture
-def impatient_tool():
-    tool = ImpatientClose()
-    register_tool(tool)
-    yield tool
-    unregister_tool(tool)
-
-
 def run_once(action: Action) -> None:
     lease = lease_claim(run_id=action.run_id, owner="worker")
     process_action(action_pk=action.pk, lease=lease, worker="worker")
     action.refresh_from_db()
+
+
+@pytest.fixture
+def impatient_tool():
+    with registered(ImpatientClose()) as tool:
+        yield tool
 
 
 def test_a_tools_retry_policy_ends_its_window_before_the_default_would(external, impatient_tool):

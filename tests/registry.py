@@ -1,0 +1,29 @@
+"""Tools registered for one test only: the bench's no-op, or a tool a test declares."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+from bench.tools import BenchNoop
+from runs.tools.base import Tool
+from runs.tools.registry import register_tool, unregister_tool
+
+
+@contextlib.contextmanager
+def registered(tool: Tool) -> Iterator[Tool]:
+    """`tool` is in this process's registry for the block, and gone after it; worker
+    processes the test starts do not have it."""
+    register_tool(tool)
+    try:
+        yield tool
+    finally:
+        unregister_tool(tool)
+
+
+@pytest.fixture
+def noop_tool() -> Iterator[Tool]:
+    with registered(BenchNoop()) as tool:
+        yield tool
