@@ -246,7 +246,6 @@ def _checkpoint_state(run: Run, action: Action | None, approval: Approval | None
         approval=approval_state(action, [approval] if approval else [])
         if action is not None
         else None,
-        completed=[],
         in_doubt=[],
     )
 

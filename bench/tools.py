@@ -52,3 +52,11 @@ class BenchNoop(Tool):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "benchmark_only": True}
+
+
+class BenchRead(BenchNoop):
+    """`bench.read`: the no-op as a read, needing no approval (the long-run measure's reads)."""
+
+    name = "bench.read"
+    needs_approval = False
+    effect_class = "read_only"

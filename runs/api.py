@@ -27,6 +27,7 @@ from runs.selectors import (
     action_status,
     action_with_decisions,
     approval_overrides,
+    completed_action_ids,
     latest_case,
     observation_of_run,
     run_by_id,
@@ -91,7 +92,10 @@ def _action_or_404(request: HttpRequest, action_pk: str) -> Action:
 # Response bodies.
 
 
-def run_body(run: Run) -> dict[str, Any]:
+def run_body(run: Run, completed_work: list[str] | None = None) -> dict[str, Any]:
+    """The run as the API shows it; `completed_work` when the caller read it for a page."""
+    if completed_work is None:
+        completed_work = completed_action_ids([run])[run.pk]
     return {
         "id": run.id,
         "goal": run.goal,
@@ -99,7 +103,8 @@ def run_body(run: Run) -> dict[str, Any]:
         "state_version": run.state_version,
         "last_event_seq": run.last_event_seq,
         "plan": run.plan,
-        "completed_work": run.completed_work,
+        "completed_work": completed_work,
+        "completed": {"count": run.completed_count, "digest": run.completed_digest},
         "pending_work": run.pending_work,
         "budget": {"limit": run.budget_limit, "used": run.budget_used},
         "deadline": run.deadline,
@@ -243,6 +248,7 @@ def list_runs(
     runs = runs_newest_first(tenant=request.auth.tenant, phase=phase)
     count = runs.count()
     page = list(runs[offset : offset + limit])
+    completed = completed_action_ids(page)
     following = None
     if offset + limit < count:
         query = request.GET.copy()
@@ -250,7 +256,7 @@ def list_runs(
         query["limit"] = str(limit)
         following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
     return {
-        "items": [run_body(run) for run in page],
+        "items": [run_body(run, completed[run.pk]) for run in page],
         "count": count,
         "limit": limit,
         "offset": offset,

@@ -36,7 +36,9 @@ class Run(models.Model):
     last_event_seq = models.PositiveIntegerField(default=0)
     event_head_hash = models.CharField(max_length=71, blank=True)
     plan = models.JSONField(default=dict, blank=True)
-    completed_work = models.JSONField(default=list, blank=True)
+    # The completed work as a count and a running hash over its receipts (runs.record.completed).
+    completed_count = models.PositiveIntegerField(default=0)
+    completed_digest = models.CharField(max_length=71, default="sha256:" + "0" * 64)
     pending_work = models.JSONField(default=list, blank=True)
     budget_limit = models.PositiveIntegerField(null=True, blank=True)
     budget_used = models.PositiveIntegerField(default=0)

@@ -103,6 +103,11 @@ class BudgetOut(Schema):
     used: int
 
 
+class CompletedOut(Schema):
+    count: int = Field(description="Completed actions, imported ones included.")
+    digest: str = Field(description="Running sha256 over their receipts, in order.")
+
+
 class RunOut(Schema):
     id: UUID
     goal: str
@@ -110,7 +115,10 @@ class RunOut(Schema):
     state_version: int
     last_event_seq: int
     plan: dict[str, Any]
-    completed_work: list[Any]
+    completed_work: list[Any] = Field(
+        description="The logical ids of the actions completed here, in receipt order."
+    )
+    completed: CompletedOut
     pending_work: list[Any]
     budget: BudgetOut
     deadline: datetime | None

@@ -10,6 +10,11 @@ class Budget(TypedDict):
     used: int
 
 
+class Completed(TypedDict):
+    count: int
+    digest: str
+
+
 class Run(TypedDict):
     id: str
     goal: str
@@ -18,6 +23,7 @@ class Run(TypedDict):
     last_event_seq: int
     plan: dict[str, Any]
     completed_work: list[Any]
+    completed: Completed
     pending_work: list[Any]
     budget: Budget
     deadline: str | None

@@ -18,6 +18,7 @@ from runs.exceptions import GrantMismatch
 from runs.execution import saga
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.checkpoints import checkpoint_write
+from runs.record.completed import action_entry
 from runs.record.events import LeaseToken, append_event
 from runs.services import (
     action_set_status,
@@ -200,8 +201,8 @@ def receipt_record(
         changes={
             "phase": _phase_after_action(run),
             "pending_work": without(run.pending_work, action.action_id),
-            "completed_work": [*run.completed_work, action.action_id],
         },
+        completed=action_entry(action),  # the receipt row is cached on the action
     )
     saga.step_succeeded(run, action=action, actor=worker)
     checkpoint_write(run)

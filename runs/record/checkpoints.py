@@ -7,23 +7,21 @@ CheckpointError(step, message); nothing is advanced before all of them pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
 
 from control import signing
 from control.canonical import canonical_json, idempotency_key, intent_digest
 from control.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError, LeaseLost
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoint, Run
+from runs.record.completed import COMPLETED_GENESIS
 from runs.record.events import LeaseToken, check_lease, run_state, to_json_value
+from runs.record.upgraders import UPGRADERS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # How a run stopped by a refused checkpoint says so; `recover_run` looks for it.
 REFUSED_REASON_PREFIX = "checkpoint refused at"
 ENVELOPE_KEYS = frozenset({"schema_version", "key_id", "mac", "state"})
-
-# Upgraders turn a state of version N into version N+1. Every schema change adds one and
-# keeps the old fixture in tests/fixtures/checkpoints/.
-UPGRADERS: dict[int, Callable[[dict], dict]] = {}
 
 PHASES_WITH_PENDING_ACTION = {
     "waiting_approval": {"waiting_approval"},
@@ -39,11 +37,10 @@ STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "last_event_seq": int,
     "event_head_hash": str,
     "plan": dict,
-    "completed_work": list,
     "pending_work": list,
     "pending_action": (dict, type(None)),
     "approval": (dict, type(None)),
-    "completed_actions": list,
+    "completed": dict,
     "in_doubt_actions": list,
     "budget": dict,
     "deadline": (str, type(None)),
@@ -54,6 +51,7 @@ STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "evidence": (dict, type(None)),
 }
 KNOWN_PHASES = frozenset(Run.Phase.values)
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def _observation_state(observation) -> dict | None:
@@ -104,10 +102,12 @@ def approval_state(action: Action, grants: list) -> dict | None:
 
 def build_state(run: Run) -> dict:
     """The recoverable state of `run` as the checkpoint records it."""
-    actions = list(
-        run.actions.select_related("observation", "receipt").prefetch_related("approvals")
+    # Only the open intents: the cost of a checkpoint must not grow with the completed work.
+    open_actions = list(
+        run.actions.filter(status__in=OPEN_ACTION_STATUSES)
+        .select_related("observation")
+        .prefetch_related("approvals")
     )
-    open_actions = [a for a in actions if a.status in OPEN_ACTION_STATUSES]
     stopped = run.phase in TERMINAL_PHASES
     pending = None if stopped or not open_actions else open_actions[0]
     in_doubt = [
@@ -120,35 +120,17 @@ def build_state(run: Run) -> dict:
         for a in open_actions
         if stopped
     ]
-    completed = [
-        {
-            "action_id": a.action_id,
-            "intent_digest": a.intent_digest,
-            "status": a.status,
-            "receipt": {
-                "idempotency_key": a.receipt.idempotency_key,
-                "intent_digest": a.receipt.intent_digest,
-                "receipt_id": a.receipt.receipt_id,
-                "target_version": a.receipt.target_version,
-                "status": a.receipt.status,
-                "source": a.receipt.source,
-            },
-        }
-        for a in actions
-        if a.status in ("succeeded", "satisfied") and hasattr(a, "receipt")
-    ]
     grants = [a for a in pending.approvals.all() if a.decision == "approve"] if pending else []
     return state_document(
         run,
         pending=pending_action_state(pending) if pending else None,
         approval=approval_state(pending, grants) if pending else None,
-        completed=sorted(completed, key=lambda c: c["action_id"]),
         in_doubt=in_doubt,
     )
 
 
 def state_document(
-    run: Run, *, pending: dict | None, approval: dict | None, completed: list, in_doubt: list
+    run: Run, *, pending: dict | None, approval: dict | None, in_doubt: list
 ) -> dict:
     """The checkpoint state of `run` from its parts; no queries."""
     fields = run_state(run)
@@ -161,11 +143,10 @@ def state_document(
         "last_event_seq": run.last_event_seq,
         "event_head_hash": run.event_head_hash,
         "plan": run.plan,
-        "completed_work": run.completed_work,
         "pending_work": run.pending_work,
         "pending_action": pending,
         "approval": approval,
-        "completed_actions": completed,
+        "completed": {"count": run.completed_count, "digest": run.completed_digest},
         "in_doubt_actions": in_doubt,
         "budget": {"limit": run.budget_limit, "used": run.budget_used},
         "deadline": fields["deadline"],
@@ -283,12 +264,7 @@ def check_invariants(state: dict) -> None:
             fail("waiting_approval requires the observation that justified the action")
         if phase == "executing":
             _check_approval(pending, state["approval"], fail)
-    for completed in state["completed_actions"]:
-        receipt = completed.get("receipt") if isinstance(completed, dict) else None
-        if not isinstance(receipt, dict) or receipt.get("intent_digest") != completed.get(
-            "intent_digest"
-        ):
-            fail("a completed action lacks a receipt with its own digest")
+    _check_completed(state["completed"], fail)
     if phase == "completed":
         _check_evidence(state, fail)
     budget = state["budget"]
@@ -345,6 +321,18 @@ def _check_approval(pending: dict, approval: dict | None, fail) -> None:
         fail("the approval's scope does not cover the target")
 
 
+def _check_completed(completed: dict, fail) -> None:
+    count, digest = completed.get("count"), completed.get("digest")
+    if set(completed) != {"count", "digest"}:
+        fail("completed must hold exactly count and digest")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        fail("completed count must be a non-negative integer")
+    if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+        fail("completed digest must be sha256:<64 hex>")
+    if count == 0 and digest != COMPLETED_GENESIS:
+        fail("no completed work must have the empty digest")
+
+
 def _check_evidence(state: dict, fail) -> None:
     evidence = state["evidence"]
     if (
@@ -353,8 +341,10 @@ def _check_evidence(state: dict, fail) -> None:
         or not evidence["action_ids"]
     ):
         fail("completed requires evidence naming the actions that met the goal")
-    proven = {c["action_id"] for c in state["completed_actions"]}
-    if missing := [a for a in evidence["action_ids"] if a not in proven]:
+    proven = evidence.get("receipts")
+    if not isinstance(proven, dict):
+        fail("completed requires the receipts of the actions that met the goal")
+    if missing := [a for a in evidence["action_ids"] if not isinstance(proven.get(a), str)]:
         fail(f"completed names actions without a receipt or read: {missing}")
 
 

@@ -19,13 +19,13 @@ from django.utils.dateparse import parse_datetime
 from control.canonical import canonical_json
 from runs.exceptions import LeaseLost, StaleState
 from runs.models import Action, Lease, Run, RunEvent
+from runs.record.completed import completed_fold
 
 GENESIS_HASH = "sha256:" + "0" * 64
 REPLAYED_FIELDS = (
     "goal",
     "phase",
     "plan",
-    "completed_work",
     "pending_work",
     "budget_limit",
     "budget_used",
@@ -100,9 +100,12 @@ def append_event(
     action: Action | None = None,
     payload: dict | None = None,
     lease: LeaseToken | None = None,
+    completed: dict | None = None,
 ) -> RunEvent:
     """Applies `changes` to the run as one compare-and-set on its state_version and appends
-    the event that records them. Must run inside the caller's transaction."""
+    the event that records them; `completed`, the entry of a receipt this event records,
+    is chained onto the run's completed digest in the same statement. Must run inside the
+    caller's transaction."""
     changes = {field: to_json_value(field, value) for field, value in (changes or {}).items()}
     unknown = set(changes) - set(REPLAYED_FIELDS)
     if unknown:
@@ -123,6 +126,10 @@ def append_event(
     )
     event.hash = event_hash(prev_hash=event.prev_hash, event=event)
     db_values = {field: from_json_value(field, value) for field, value in changes.items()}
+    if completed is not None:
+        db_values["completed_count"], db_values["completed_digest"] = completed_fold(
+            [completed], count=run.completed_count, digest=run.completed_digest
+        )
     updated = Run.objects.filter(pk=run.pk, state_version=expected).update(
         **db_values,
         state_version=expected + 1,

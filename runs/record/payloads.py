@@ -41,7 +41,6 @@ def run_started(
             "goal": goal,
             "phase": Phase.RUNNING,
             "plan": plan or {},
-            "completed_work": [],
             "pending_work": [],
             "budget_limit": budget_limit,
             "budget_used": 0,

@@ -6,6 +6,7 @@ from runs.exceptions import CheckpointError
 from runs.models import Run
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import latest_verified
+from runs.record.completed import completed_verify
 from runs.record.events import replay, run_state, verify_chain
 
 
@@ -20,7 +21,7 @@ def events_verify(run: Run) -> list[str]:
             problems.append(f"replay gives {field}={replayed.get(field)!r}, stored {value!r}")
     if len(events) != run.state_version:
         problems.append(f"{len(events)} events but state version {run.state_version}")
-    return problems
+    return [*problems, *completed_verify(run)]
 
 
 def run_verify(run: Run) -> list[str]:
@@ -37,6 +38,11 @@ def run_verify(run: Run) -> list[str]:
         problems.append(
             f"the signed checkpoint names event head {state['event_head_hash']}, "
             f"the run {run.event_head_hash}: events were rewritten"
+        )
+    stored = {"count": run.completed_count, "digest": run.completed_digest}
+    if state["completed"] != stored:
+        problems.append(
+            f"the signed checkpoint names completed work {state['completed']}, the run {stored}"
         )
     return [*problems, *_pending_rows_differ(run, state)]
 

@@ -32,6 +32,20 @@ def run_by_id(run_id: str, *, tenant=None) -> Run | None:
     return queryset.filter(pk=pk).first()
 
 
+def completed_action_ids(runs: list[Run]) -> dict:
+    """Each run's completed actions (receipt or satisfied read), in the order of their
+    receipts, keyed by run id; one query for all of `runs`."""
+    completed: dict = {run.pk: [] for run in runs}
+    rows = (
+        Action.objects.filter(run__in=runs, status__in=["succeeded", "satisfied"])
+        .order_by("receipt__created_at", "pk")
+        .values_list("run_id", "action_id")
+    )
+    for run_id, action_id in rows:
+        completed[run_id].append(action_id)
+    return completed
+
+
 @dataclass(frozen=True)
 class Policy:
     needs_approval: bool

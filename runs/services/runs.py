@@ -190,8 +190,14 @@ def run_restore(*, state: dict, actor: str) -> Run:
         )
     if pending is not None and not pending.get("observation"):
         raise InvalidArguments("the pending action has no observation to show an approver here")
+    # The source's completed work stays there with its receipts; the chain goes on from it.
     run = Run.objects.create(
-        id=state["run_id"], tenant=tenant, goal=state["goal"], created_by=actor
+        id=state["run_id"],
+        tenant=tenant,
+        goal=state["goal"],
+        created_by=actor,
+        completed_count=state["completed"]["count"],
+        completed_digest=state["completed"]["digest"],
     )
     Lease.objects.create(run=run)
     append_event(
@@ -201,13 +207,12 @@ def run_restore(*, state: dict, actor: str) -> Run:
         payload={
             "source_state_version": state["state_version"],
             "source_event_head": state["event_head_hash"],
-            "completed_actions": state["completed_actions"],
+            "completed": state["completed"],
         },
         changes={
             "goal": state["goal"],
             "phase": Phase.WAITING_APPROVAL if pending else Phase.RUNNING,
             "plan": state["plan"],
-            "completed_work": state["completed_work"],
             "pending_work": state["pending_work"],
             "budget_limit": state["budget"]["limit"],
             "budget_used": state["budget"]["used"],

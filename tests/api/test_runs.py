@@ -83,8 +83,8 @@ def test_a_plan_without_a_canonical_form_is_refused_before_anything_is_written(a
 def test_the_run_list_is_paginated_newest_first_with_a_next_link(api, django_assert_num_queries):
     created = [make_run(api.tenant, goal=f"goal {number}") for number in range(25)]
     make_run(make_tenant(), goal="another tenant's run")
-    # token lookup, its last-use write, the count and the page
-    with django_assert_num_queries(4):
+    # token lookup, its last-use write, the count, the page and the page's completed work
+    with django_assert_num_queries(5):
         first = api.get("/runs", limit=10)
     assert first.status == 200
     assert first.body["count"] == 25

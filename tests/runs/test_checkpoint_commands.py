@@ -13,6 +13,7 @@ from runs.execution import protocol
 from runs.models import Action, Run
 from runs.record.verification import run_verify
 from runs.services import lease_claim
+from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.tampering import as_database_owner
 
@@ -31,6 +32,8 @@ def _forget(run: Run) -> None:
         "runs_checkpoint",
         "runs_runevent",
         "runs_approval",
+        "runs_receipt",
+        "runs_attempt",
         "runs_lease",
         "runs_outboxmessage",
     ):
@@ -45,7 +48,7 @@ def _delete(table: str, run: Run) -> None:
 
     column = (
         "action_id IN (SELECT id FROM runs_action WHERE run_id = %s)"
-        if table == ("runs_approval")
+        if table in ("runs_approval", "runs_receipt", "runs_attempt")
         else "run_id = %s"
     )
     # Events are insert-only (a trigger): another installation simply never had them.
@@ -67,6 +70,34 @@ def test_an_exported_checkpoint_imports_elsewhere_with_the_same_key(tmp_path):
     assert run_verify(restored) == []
     approve(pending, make_user(tenant, "operator"))
     assert pending.status == "approved"
+
+
+def test_an_imported_run_carries_its_completed_work_and_chains_on_from_it(tmp_path):
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    first = make_action(make_run(tenant), action_id="close-1", target="ticket-1")
+    approve(first, operator)
+    execute_with_receipt(first, receipt_id="rcpt-1")
+    second = make_action(first.run, action_id="close-2", target="ticket-2")
+    source = Run.objects.get(pk=first.run_id)
+    assert source.completed_count == 1
+    path = _export(source, tmp_path)
+    _forget(source)
+
+    call_command("import_checkpoint", str(path), verbosity=0)
+    restored = Run.objects.get(pk=source.pk)
+    assert (restored.completed_count, restored.completed_digest) == (
+        source.completed_count,
+        source.completed_digest,
+    )
+    assert run_verify(restored) == []
+    pending = restored.actions.get(action_id=second.action_id)
+    approve(pending, operator)
+    execute_with_receipt(pending, receipt_id="rcpt-2")
+    restored.refresh_from_db()
+    assert restored.completed_count == 2
+    assert restored.completed_digest != source.completed_digest
+    assert run_verify(restored) == []
 
 
 def test_import_dry_run_verifies_without_writing(tmp_path, capsys):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from control import signing
 from control.canonical import canonical_json
 from runs.exceptions import CheckpointError
 from runs.record.checkpoints import (
@@ -17,6 +18,7 @@ from runs.record.checkpoints import (
     latest_checkpoint,
     sign_state,
 )
+from runs.record.completed import COMPLETED_GENESIS, completed_entry, completed_fold
 from runs.services import lease_claim
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
@@ -180,11 +182,98 @@ def test_unknown_schema_versions_are_refused(waiting_run, version):
     assert error.value.step == "schema_version"
 
 
-@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("v*.json")), ids=lambda p: p.name)
-def test_historical_fixtures_still_verify(fixture):
-    state = checkpoint_verify(fixture.read_bytes())
+def test_the_historical_waiting_fixture_still_verifies_through_the_upgraders():
+    state = checkpoint_verify((FIXTURES / "v1_waiting_approval.json").read_bytes())
     assert state["phase"] == "waiting_approval"
     assert state["pending_action"]["tool"] == "ticket.close"
+    assert state["completed"] == {"count": 0, "digest": COMPLETED_GENESIS}
+    assert "completed_work" not in state
+    assert "completed_actions" not in state
+
+
+def test_a_v1_checkpoint_with_completed_work_upgrades_to_its_count_and_digest():
+    """v1 listed receipts sorted by id and their ids in completion order: the digest chains
+    them in completion order, exactly as the worker chains them one receipt at a time."""
+    envelope = json.loads((FIXTURES / "v1_completed.json").read_bytes())
+    v1 = envelope["state"]
+    by_id = {item["action_id"]: item for item in v1["completed_actions"]}
+    assert list(by_id) != v1["completed_work"]  # sorted differs from completion order
+    entries = [
+        completed_entry(
+            action_id=action_id,
+            intent_digest=by_id[action_id]["intent_digest"],
+            status=by_id[action_id]["status"],
+            **{
+                field: by_id[action_id]["receipt"][field]
+                for field in ("receipt_id", "idempotency_key", "source", "target_version")
+            },
+        )
+        for action_id in v1["completed_work"]
+    ]
+
+    state = checkpoint_verify((FIXTURES / "v1_completed.json").read_bytes())
+
+    assert state["phase"] == "completed"
+    count, digest = completed_fold(entries)
+    assert state["completed"] == {"count": count, "digest": digest}
+    assert state["evidence"]["receipts"] == {"close-ticket": "rcpt_close_7"}
+
+
+def _signed_v1(edit) -> str:
+    """The v1 completed fixture edited and signed again, as a v1 server would have."""
+    state = json.loads((FIXTURES / "v1_completed.json").read_bytes())["state"]
+    edit(state)
+    kid = signing.current_key_id()
+    kid, mac = signing.sign(canonical_json({"schema_version": 1, "key_id": kid, "state": state}))
+    return json.dumps({"schema_version": 1, "key_id": kid, "mac": mac, "state": state})
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda s: s["completed_actions"][0].pop("receipt"), "lacks a receipt"),
+        (lambda s: s["completed_actions"][0]["receipt"].pop("source"), "missing 'source'"),
+        (lambda s: s.update(completed_work=["close-ticket"]), "not in completed_work"),
+        (lambda s: s.update(completed_actions={}), "must be lists"),
+    ],
+)
+def test_a_v1_checkpoint_the_upgrader_cannot_read_is_refused_at_upgrade(edit, message):
+    with pytest.raises(CheckpointError, match=message) as error:
+        checkpoint_verify(_signed_v1(edit))
+    assert error.value.step == "upgrade"
+
+
+def test_a_checkpoint_from_a_newer_server_is_refused_with_what_to_do():
+    future = FIXTURES / "future" / "v3_from_a_newer_server.json"
+    with pytest.raises(CheckpointError, match="upgrade this server") as error:
+        checkpoint_verify(future.read_bytes())
+    assert error.value.step == "schema_version"
+    assert "v3" in str(error.value)
+    assert f"v{SCHEMA_VERSION}" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("completed", "message"),
+    [
+        ({"count": -1, "digest": COMPLETED_GENESIS}, "non-negative"),
+        ({"count": True, "digest": COMPLETED_GENESIS}, "non-negative"),
+        ({"count": 2, "digest": "sha256:xyz"}, "sha256:<64 hex>"),
+        ({"count": 0, "digest": "sha256:" + "1" * 64}, "empty digest"),
+        ({"count": 0, "digest": COMPLETED_GENESIS, "ids": []}, "exactly count and digest"),
+    ],
+)
+def test_the_completed_work_must_be_a_count_and_a_digest(waiting_run, completed, message):
+    state = checkpoint_verify(latest_checkpoint(waiting_run).body)
+    state["completed"] = completed
+    with pytest.raises(CheckpointError, match=message):
+        check_invariants(state)
+
+
+def test_a_completed_state_must_carry_the_receipts_of_its_evidence():
+    state = checkpoint_verify((FIXTURES / "v1_completed.json").read_bytes())
+    state["evidence"]["receipts"] = {}
+    with pytest.raises(CheckpointError, match="without a receipt or read"):
+        check_invariants(state)
 
 
 def test_a_fixture_signed_with_a_rotated_out_key_fails_once_that_key_is_removed(settings):

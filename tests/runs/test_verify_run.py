@@ -136,3 +136,29 @@ def test_events_rewritten_with_every_plain_hash_recomputed_are_caught_by_the_sig
 
     assert [p for p in problems if "was altered" in p or "does not link" in p] == []
     assert any("events were rewritten" in problem for problem in problems)
+
+
+def test_a_receipt_edited_by_the_database_owner_breaks_the_completed_digest(run):
+    execute_with_receipt(run.actions.get(), receipt_id="rcpt-genuine")
+    run.refresh_from_db()
+    assert run_verify(run) == []
+    _execute(
+        "UPDATE runs_receipt SET receipt_id = 'rcpt-forged' WHERE action_id IN "
+        "(SELECT id FROM runs_action WHERE run_id = %s)",
+        [run.pk],
+    )
+
+    problems = run_verify(run)
+
+    assert any("the receipts chain to 1 completed" in problem for problem in problems)
+
+
+def test_completed_work_rewritten_on_the_run_row_is_caught_by_the_signed_checkpoint(run):
+    execute_with_receipt(run.actions.get())
+    Run.objects.filter(pk=run.pk).update(completed_count=0, completed_digest="sha256:" + "0" * 64)
+    run.refresh_from_db()
+
+    problems = run_verify(run)
+
+    assert any("signed checkpoint names completed work" in problem for problem in problems)
+    assert any("the receipts chain to 1 completed" in problem for problem in problems)

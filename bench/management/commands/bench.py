@@ -20,10 +20,11 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from bench import measure
+from bench.long_run import measure_long_run
 from bench.report import Figure, as_json, table
 from control.models import Tenant
 
-SECTIONS = ("writes", "rq", "dbos", "ceiling", "commits", "latency", "pages", "rss")
+SECTIONS = ("writes", "rq", "dbos", "ceiling", "commits", "latency", "pages", "rss", "long_run")
 MB = 1024 * 1024
 
 
@@ -43,6 +44,8 @@ class Command(BaseCommand):
             default="volume",
             help="tenant whose inbox and runs pages are measured (seed it with seed_volume)",
         )
+        parser.add_argument("--long-run-reads", type=int, default=5_000)
+        parser.add_argument("--long-run-writes", type=int, default=1_000)
         parser.add_argument("--skip", default="", help=f"comma-separated: {', '.join(SECTIONS)}")
         parser.add_argument("--json", dest="json_path", help="also write the figures here")
 
@@ -181,3 +184,30 @@ class Command(BaseCommand):
             say("web process RSS ...")
             rss = measure.measure_web_rss(paths=["/inbox/", "/runs/"], tenant=tenant)
             figures.append(Figure("web process RSS", rss / MB, "MB", note="runserver --noreload"))
+        if "long_run" not in skip:
+            self._long_run(options, figures, say)
+
+    def _long_run(self, options, figures, say) -> None:
+        reads, writes = options["long_run_reads"], options["long_run_writes"]
+        say(f"one run of {reads} reads and {writes} writes ...")
+        long = measure_long_run(reads=reads, writes=writes)
+        if long.problems:
+            raise CommandError(f"the long run does not verify: {long.problems}")
+        figures.append(
+            Figure(
+                "long run: largest checkpoint",
+                max(long.checkpoint_bytes) / 1024,
+                "KB",
+                ("<", 16),
+                f"{len(long.checkpoint_bytes)} checkpoints, verify_run green",
+            )
+        )
+        figures.append(
+            Figure(
+                "long run: step cost, last tenth / first tenth",
+                long.growth,
+                "x",
+                ("<=", 1.25),
+                f"{long.window_ms[0]:.1f} ms -> {long.window_ms[-1]:.1f} ms per intent",
+            )
+        )
