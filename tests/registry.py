@@ -1,4 +1,4 @@
-"""Tools registered for one test only: the bench's no-op, or a tool a test declares."""
+"""Tools registered for one test only: the bench's no-op and read, or a tool a test declares."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.tools import BenchNoop
+from bench.tools import BenchNoop, BenchRead
 from runs.tools.base import Tool
 from runs.tools.registry import register_tool, unregister_tool
 
@@ -26,4 +26,10 @@ def registered(tool: Tool) -> Iterator[Tool]:
 @pytest.fixture
 def noop_tool() -> Iterator[Tool]:
     with registered(BenchNoop()) as tool:
+        yield tool
+
+
+@pytest.fixture
+def read_tool() -> Iterator[Tool]:
+    with registered(BenchRead()) as tool:
         yield tool

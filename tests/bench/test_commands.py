@@ -185,7 +185,7 @@ def test_seed_volume_seeds_runs_that_verify_and_pages_stay_at_a_fixed_query_coun
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
-def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noop_tool):
+def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noop_tool, read_tool):
     call_command(
         "seed_volume", tenant="volume-tiny", approvals=5, events=40, history_runs=1, jobs=1
     )
@@ -198,6 +198,8 @@ def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noo
         ceiling_commits=50,
         commit_sample=5,
         latency_samples=4,
+        long_run_reads=20,
+        long_run_writes=5,
         pages_tenant="volume-tiny",
         skip="dbos",
         stdout=out,
@@ -216,6 +218,8 @@ def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noo
         "/inbox/ queries",
         "/runs/ server time",
         "web process RSS",
+        "long run: largest checkpoint",
+        "long run: step cost",
     ):
         assert figure in table, table
 

@@ -6,19 +6,11 @@ from __future__ import annotations
 import pytest
 
 from bench.long_run import measure_long_run, writes_at
-from bench.tools import BenchRead
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.record.completed import action_entry, completed_fold
-from tests.registry import registered
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("noop_tool", "read_tool")]
 LIMIT = 16 * 1024
-
-
-@pytest.fixture
-def read_tool():
-    with registered(BenchRead()) as tool:
-        yield tool
 
 
 def test_writes_are_spread_evenly_among_the_reads():

@@ -49,8 +49,10 @@ def test_failing_queries_back_off_then_reach_a_person_with_every_finding(externa
         if action.status == "in_flight":
             assert not Action.objects.filter(due_action_filter(), pk=action.pk).exists()
             with connection.cursor() as cursor:
+                # clock_timestamp(): now() is when the test's transaction began.
                 cursor.execute(
-                    "SELECT extract(epoch FROM next_attempt_at - now()) FROM runs_action "
+                    "SELECT extract(epoch FROM next_attempt_at - clock_timestamp()) "
+                    "FROM runs_action "
                     "WHERE id = %s",
                     [action.pk],
                 )
