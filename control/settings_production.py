@@ -52,3 +52,19 @@ SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SESSION_COOKIE_NAME = "__Host-sessionid"
 CSRF_COOKIE_NAME = "__Host-csrftoken"
+
+# Static files are served by the app itself: WhiteNoiseMiddleware right after SecurityMiddleware
+# (so the HTTPS redirect and its headers still come first, and nothing after it needs a session
+# or a database for them), under content-hashed names that browsers cache for years, with
+# gzipped copies beside them; the image's `collectstatic` writes them and their manifest.
+# Development and the tests keep Django's defaults: runserver and live_server serve them.
+_AFTER_SECURITY = MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1  # noqa: F405
+MIDDLEWARE = [
+    *MIDDLEWARE[:_AFTER_SECURITY],  # noqa: F405
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    *MIDDLEWARE[_AFTER_SECURITY:],  # noqa: F405
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}

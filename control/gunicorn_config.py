@@ -1,0 +1,23 @@
+"""gunicorn's settings for the web service: `gunicorn --config python:control.gunicorn_config
+control.wsgi` (the Dockerfile's CMD and compose's `web`).
+
+Threaded workers: an API long-poll (`?wait=`, at most 30 seconds) holds a thread, not a whole
+process, and the arbiter's timeout watches each worker's main loop, so a long-poll is never
+mistaken for a hung worker. Each thread keeps its own PostgreSQL connection, so workers x
+threads must stay below the server's max_connections together with the RQ workers and sweepers.
+"""
+
+from __future__ import annotations
+
+from control.env import env_int
+
+bind = "0.0.0.0:8000"
+worker_class = "gthread"
+workers = env_int("GUNICORN_WORKERS", 2, minimum=1)
+threads = env_int("GUNICORN_THREADS", 8, minimum=1)
+# A worker whose main loop is silent this long is killed and replaced.
+timeout = env_int("GUNICORN_TIMEOUT", 60, minimum=1)
+# On SIGTERM a worker finishes its requests first: longer than the longest long-poll.
+graceful_timeout = 35
+# One line per request on stdout, beside the application's logs on stderr.
+accesslog = "-"
