@@ -8,6 +8,7 @@ from django.urls import include, path
 from control import views, web
 from control.api import api
 from control.auth import login_view
+from control.dashboard import dashboard_urls
 from control.metrics import metrics_view
 
 urlpatterns = [
@@ -17,7 +18,8 @@ urlpatterns = [
     path("accounts/login/", login_view, name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
-    path("django-rq/", include("django_rq.urls")),
+    # Tenant-blind pages: superusers only (control/dashboard.py).
+    path("django-rq/", include(dashboard_urls())),
     path("api/v1/", api.urls),
     path("receipts/", include("runs.pages.receipts_urls")),
     path("reconciliation/", include("reconciliation.urls")),

@@ -173,14 +173,6 @@ def test_a_token_page_never_shows_its_hash(client, superuser, tenant):
 # --- Staff who are not superusers: only their tenants, only with auditor or admin -------------
 
 
-@pytest.fixture
-def staff_auditor(tenant):
-    person = make_user(tenant, "auditor", username="aude")
-    person.is_staff = True
-    person.save(update_fields=["is_staff"])
-    return person
-
-
 def test_staff_auditors_see_only_their_tenants_evidence(
     client, staff_auditor, tenant, other_tenant, approver
 ):
