@@ -3,9 +3,10 @@
 Nobody adds, changes or deletes through the admin, superusers included: evidence is
 insert-only, and every change goes through a service that writes its audit row. That holds
 for Django's users and groups too: people and their roles are managed with commands
-(`addmember`) and audited services. A superuser (the installation's operator) sees every
-tenant; any other staff user sees only the tenants where they hold the auditor or admin
-role, and nothing at all without one. Users and groups belong to no tenant: superusers only.
+(`addmember`) and audited services, and passwords on the site's throttled, audited page
+(control/passwords.py). A superuser (the installation's operator) sees every tenant; any
+other staff user sees only the tenants where they hold the auditor or admin role, and
+nothing at all without one. Users and groups belong to no tenant: superusers only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 
 from control.auth import AdminLoginForm
 from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
@@ -23,6 +25,15 @@ ADMIN_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
 
 # The admin's login is throttled and says so, like the site's.
 admin.site.login_form = AdminLoginForm
+
+
+def _password_change_on_the_site(request: HttpRequest) -> HttpResponse:
+    return redirect("password_change")
+
+
+# The admin's own page sets a new password without asking for the current one, unthrottled
+# and unaudited: its "Change password" link leads to the site's page instead.
+admin.site.password_change = _password_change_on_the_site
 
 
 def admin_tenant_ids(request: HttpRequest) -> frozenset:
