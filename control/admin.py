@@ -1,16 +1,22 @@
 """The Django admin: a read-only window on the evidence, scoped like everything else.
 
 Nobody adds, changes or deletes through the admin, superusers included: evidence is
-insert-only, and every change goes through a service that writes its audit row. A superuser
-(the installation's operator) sees every tenant; any other staff user sees only the tenants
-where they hold the auditor or admin role, and nothing at all without one.
+insert-only, and every change goes through a service that writes its audit row. That holds
+for Django's users and groups too: people and their roles are managed with commands
+(`addmember`) and audited services, and passwords on the site's throttled, audited page
+(control/passwords.py). A superuser (the installation's operator) sees every tenant; any
+other staff user sees only the tenants where they hold the auditor or admin role, and
+nothing at all without one. Users and groups belong to no tenant: superusers only.
 """
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 
 from control.auth import AdminLoginForm
 from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
@@ -19,6 +25,15 @@ ADMIN_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
 
 # The admin's login is throttled and says so, like the site's.
 admin.site.login_form = AdminLoginForm
+
+
+def _password_change_on_the_site(request: HttpRequest) -> HttpResponse:
+    return redirect("password_change")
+
+
+# The admin's own page sets a new password without asking for the current one, unthrottled
+# and unaudited: its "Change password" link leads to the site's page instead.
+admin.site.password_change = _password_change_on_the_site
 
 
 def admin_tenant_ids(request: HttpRequest) -> frozenset:
@@ -40,9 +55,10 @@ def admin_tenant_ids(request: HttpRequest) -> frozenset:
 class ReadOnlyAdmin(admin.ModelAdmin):
     """View-only for everyone; rows limited to the viewer's tenants unless a superuser.
 
-    `tenant_path` is the lookup from the model to its Tenant."""
+    `tenant_path` is the lookup from the model to its Tenant; None for rows of no tenant,
+    which only superusers see."""
 
-    tenant_path = "tenant"
+    tenant_path: str | None = "tenant"
     # No actions at all: delete_selected is the only built-in one, and nothing here changes.
     actions = None
     list_per_page = 50
@@ -62,8 +78,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
+        if user.is_superuser:
+            return True
         # An object outside the viewer's tenants never gets here: get_queryset hides it (404).
-        return user.is_superuser or bool(admin_tenant_ids(request))
+        return self.tenant_path is not None and bool(admin_tenant_ids(request))
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return self.has_view_permission(request)
@@ -72,6 +90,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         rows = super().get_queryset(request)
         if request.user.is_superuser:
             return rows
+        if self.tenant_path is None:
+            return rows.none()
         return rows.filter(**{f"{self.tenant_path}__in": admin_tenant_ids(request)})
 
 
@@ -114,3 +134,39 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     list_filter = ("verb", TENANT_FILTER)
     search_fields = ("actor", "verb", "object_id", "reason")
     ordering = ("-seq",)
+
+
+# Django registered its own User and Group admins, which add, edit and delete.
+admin.site.unregister(get_user_model())
+admin.site.unregister(Group)
+
+
+@admin.register(get_user_model())
+class UserAdmin(ReadOnlyAdmin):
+    tenant_path = None
+    # Never the password hash.
+    fields = (
+        "username",
+        "first_name",
+        "last_name",
+        "email",
+        "is_active",
+        "is_staff",
+        "is_superuser",
+        "groups",
+        "user_permissions",
+        "last_login",
+        "date_joined",
+    )
+    list_display = ("username", "email", "is_active", "is_staff", "is_superuser", "last_login")
+    list_filter = ("is_active", "is_staff", "is_superuser")
+    search_fields = ("username", "email")
+    ordering = ("username",)
+
+
+@admin.register(Group)
+class GroupAdmin(ReadOnlyAdmin):
+    tenant_path = None
+    fields = ("name", "permissions")
+    search_fields = ("name",)
+    ordering = ("name",)

@@ -154,6 +154,9 @@ RQ_QUEUES = {
     "countersign": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300},
 }
 RQ_EXECUTION_QUEUE = "countersign"
+# django-rq's pages live only at /django-rq/, behind the superuser gate (control/dashboard.py);
+# inside the admin they would be another door open to every staff user.
+RQ_SHOW_ADMIN_LINK = False
 
 # Checkpoint MAC keys: `kid:secret,...`; the first signs, every listed key verifies.
 COUNTERSIGN_CHECKPOINT_KEYS = env_signing_keys(

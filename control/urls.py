@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.views import LogoutView, PasswordChangeDoneView
 from django.urls import include, path
 
 from control import views, web
 from control.api import api
 from control.auth import login_view
+from control.dashboard import dashboard_urls
 from control.metrics import metrics_view
+from control.passwords import password_change_view
 
 urlpatterns = [
     path("", web.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("accounts/login/", login_view, name="login"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # No password reset: the deployment sends no mail by default (SECURITY.md).
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", password_change_view, name="password_change"),
+    path(
+        "accounts/password_change/done/",
+        PasswordChangeDoneView.as_view(),
+        name="password_change_done",
+    ),
     path("admin/", admin.site.urls),
-    path("django-rq/", include("django_rq.urls")),
+    # Tenant-blind pages: superusers only (control/dashboard.py).
+    path("django-rq/", include(dashboard_urls())),
     path("api/v1/", api.urls),
     path("receipts/", include("runs.pages.receipts_urls")),
     path("reconciliation/", include("reconciliation.urls")),

@@ -27,3 +27,12 @@ def approver(tenant):
 @pytest.fixture
 def superuser(django_user_model):
     return django_user_model.objects.create_superuser("root", password=PASSWORD)
+
+
+@pytest.fixture
+def staff_auditor(tenant):
+    """A tenant's auditor with staff status: the admin shows them their tenant's evidence."""
+    person = make_user(tenant, "auditor", username="aude")
+    person.is_staff = True
+    person.save(update_fields=["is_staff"])
+    return person

@@ -1,4 +1,5 @@
-"""The Django admin: read-only for everyone, scoped to the viewer's tenants, no N+1."""
+"""The Django admin: read-only for everyone (users and groups too), scoped to the viewer's
+tenants, no N+1."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from itertools import count
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -65,6 +67,19 @@ def test_every_piece_of_evidence_is_registered_read_only(rf, superuser):
         assert not model_admin.has_change_permission(request), model
         assert not model_admin.has_delete_permission(request), model
         assert model_admin.get_actions(request) == {}, model
+
+
+def test_every_model_the_admin_knows_is_read_only_without_actions(rf, superuser, django_user_model):
+    request = rf.get("/admin/")
+    request.user = superuser
+    registered = admin.site._registry
+
+    for model, model_admin in registered.items():
+        assert not model_admin.has_add_permission(request), model
+        assert not model_admin.has_change_permission(request), model
+        assert not model_admin.has_delete_permission(request), model
+        assert model_admin.get_actions(request) == {}, model
+    assert {django_user_model, Group} <= set(registered)
 
 
 @pytest.mark.parametrize("model", EVIDENCE, ids=lambda model: model.__name__)
@@ -173,14 +188,6 @@ def test_a_token_page_never_shows_its_hash(client, superuser, tenant):
 # --- Staff who are not superusers: only their tenants, only with auditor or admin -------------
 
 
-@pytest.fixture
-def staff_auditor(tenant):
-    person = make_user(tenant, "auditor", username="aude")
-    person.is_staff = True
-    person.save(update_fields=["is_staff"])
-    return person
-
-
 def test_staff_auditors_see_only_their_tenants_evidence(
     client, staff_auditor, tenant, other_tenant, approver
 ):
@@ -227,3 +234,58 @@ def test_a_tenant_auditor_who_is_not_staff_is_sent_to_the_admin_login(client, te
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
+
+
+# --- Users and groups: managed by commands and audited services, never here ------------------
+
+
+def test_a_superuser_can_neither_add_nor_edit_nor_delete_people(
+    client, superuser, approver, django_user_model
+):
+    client.force_login(superuser)
+    change = _url(django_user_model, "change", approver.pk)
+    before = django_user_model.objects.values().get(pk=approver.pk)
+    grant = {"username": "olivia", "is_staff": "on", "is_superuser": "on", "is_active": "on"}
+
+    assert client.get(change).status_code == 200
+    assert client.post(change, grant).status_code == 403
+    assert client.post(_url(django_user_model, "add"), {"username": "intruder"}).status_code == 403
+    assert (
+        client.post(_url(django_user_model, "delete", approver.pk), {"post": "yes"}).status_code
+        == 403
+    )
+    # Django's own user admin had a password page here; the read-only one has none.
+    password_page = change.replace("/change/", "/password/")
+    set_password = {"password1": "a-new-long-password", "password2": "a-new-long-password"}
+    assert client.post(password_page, set_password).status_code != 200
+
+    assert django_user_model.objects.values().get(pk=approver.pk) == before
+    assert not django_user_model.objects.filter(username="intruder").exists()
+
+
+def test_a_superuser_can_neither_add_nor_rename_groups(client, superuser):
+    client.force_login(superuser)
+    group = Group.objects.create(name="readers")
+
+    assert client.get(_url(Group, "change", group.pk)).status_code == 200
+    assert client.post(_url(Group, "change", group.pk), {"name": "writers"}).status_code == 403
+    assert client.post(_url(Group, "add"), {"name": "writers"}).status_code == 403
+
+    assert list(Group.objects.values_list("name", flat=True)) == ["readers"]
+
+
+def test_a_users_page_never_shows_the_password_hash(client, superuser, approver, django_user_model):
+    client.force_login(superuser)
+
+    page = client.get(_url(django_user_model, "change", approver.pk)).content.decode()
+
+    assert "olivia" in page
+    assert approver.password.split("$")[-1] not in page
+
+
+def test_staff_auditors_see_neither_users_nor_groups(client, staff_auditor, django_user_model):
+    client.force_login(staff_auditor)
+
+    assert client.get(_url(django_user_model, "changelist")).status_code == 403
+    assert client.get(_url(django_user_model, "change", staff_auditor.pk)).status_code == 403
+    assert client.get(_url(Group, "changelist")).status_code == 403
