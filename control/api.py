@@ -12,6 +12,7 @@ import copy
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404
 from ninja import NinjaAPI, Router
 from ninja.renderers import JSONRenderer
@@ -20,6 +21,7 @@ from ninja.responses import NinjaJSONEncoder
 from control.api_auth import TokenAuth
 from control.api_idempotency import HEADER as IDEMPOTENCY_HEADER
 from control.api_idempotency import KEY_TTL
+from control.api_limits import ApiLimited, limit_problem
 from control.api_parsing import MAX_BODY_BYTES, MAX_DEPTH, StrictParser
 from control.api_problems import (
     PROBLEM_CONTENT_TYPE,
@@ -54,6 +56,11 @@ hours. 5xx answers are not stored.
 **Long-poll**: `GET /actions/{{id}}?wait=SECONDS` answers as soon as the action leaves
 waiting_approval, approved, in_flight and retry_wait, or when the wait ends; a wait above
 30 s is treated as 30. **Lists** are paginated with `limit` (1 to 100) and `offset`.
+
+**Limits** per token: {settings.COUNTERSIGN_API_RATE_PER_MINUTE} requests a minute (429
+`rate_limited`) and {settings.COUNTERSIGN_API_MAX_LONG_POLLS} long-polls waiting at once (429
+`too_many_long_polls`), both with `Retry-After` in seconds; a request whose limits cannot be
+checked is 503 `limits_unavailable`.
 """
 
 
@@ -85,11 +92,28 @@ _IDEMPOTENCY_PARAMETER = {
 }
 
 
+_PROBLEM_REF = "#/components/schemas/Problem"
+_RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
 def _document_conventions(schema: dict[str, Any]) -> None:
-    """Error answers as problem+json; the Idempotency-Key header on every POST."""
+    """Error answers as problem+json; the Idempotency-Key header on every POST; the limits'
+    429 and 503 (with Retry-After) on every operation that takes a token."""
     for operations in schema.get("paths", {}).values():
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
+            if operation.get("security"):
+                for status, description in ((429, "Too Many Requests"), (503, "Unavailable")):
+                    responses[str(status)] = {
+                        "description": description,
+                        "headers": copy.deepcopy(_RETRY_AFTER_HEADER),
+                        "content": {"application/json": {"schema": {"$ref": _PROBLEM_REF}}},
+                    }
             if method == "post":
                 operation.setdefault("parameters", []).append(copy.deepcopy(_IDEMPOTENCY_PARAMETER))
             for status, response in responses.items():
@@ -110,6 +134,7 @@ api = CountersignAPI(
     renderer=_Renderer(),
 )
 install_problem_handlers(api)
+api.add_exception_handler(ApiLimited, limit_problem)
 api.add_exception_handler(RunsError, domain_error_handler)
 api.add_exception_handler(ControlError, domain_error_handler)
 api.add_router("", runs_router)

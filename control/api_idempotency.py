@@ -10,6 +10,8 @@
 - Every answer of a request that ran is stored, 2xx and 4xx alike. Not stored, so the key is
   freed and a retry runs afresh: a 5xx (its effects were rolled back), and a body refused
   before anything ran (400 invalid_json, 422 validation_error): those write nothing at all.
+- A request over the token's rate is refused (429) before it claims the key, so a retry
+  after the Retry-After runs afresh.
 - Keys are kept KEY_TTL (24 hours) from first use; `purge_expired()` (called by the sweep)
   deletes older ones, and a key past its TTL that is not swept yet counts as unused.
 
@@ -34,7 +36,8 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
-from control.api_auth import request_token
+from control.api_auth import rate_checked_token
+from control.api_limits import ApiLimited, limit_problem
 from control.api_parsing import parse_request_body
 from control.api_problems import BodyNotAcceptable, body_problem, problem_response
 from control.canonical import content_hash
@@ -75,7 +78,10 @@ def idempotent_post(run: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
             return run(request, **path_params)
 
         header = request.headers.get(HEADER)
-        token = request_token(request)
+        try:
+            token = rate_checked_token(request)
+        except ApiLimited as limited:
+            return limit_problem(request, limited)
         if header is None or token is None:
             # Without a token ninja answers 401 and nothing is stored.
             return _atomic(handler)

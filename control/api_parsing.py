@@ -20,7 +20,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja.params.models import Query as QuerySource
 from ninja.parser import Parser
 
-from control.api_auth import request_token
+from control.api_auth import rate_checked_token
+from control.api_limits import ApiLimited, limit_problem
 from control.api_problems import BodyNotAcceptable, problem_response
 from control.strictjson import parse_strict
 
@@ -63,7 +64,7 @@ class StrictParser(Parser):
 
 def declared_query_only(run: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Wraps a ninja operation's `run` (via `decorate_view`): undeclared query parameters
-    are a 422 once the caller is authenticated (a 401 comes first)."""
+    are a 422 once the caller is authenticated (a 401 comes first) and within its rate."""
     signature = run.__self__.signature
     declared = frozenset(
         param.alias for param in signature.params if isinstance(param.source, QuerySource)
@@ -72,7 +73,13 @@ def declared_query_only(run: Callable[..., HttpResponse]) -> Callable[..., HttpR
     @functools.wraps(run)
     def wrapper(request: HttpRequest, **path_params) -> HttpResponse:
         unknown = sorted(set(request.GET) - declared)
-        if unknown and request_token(request) is not None:
+        if not unknown:
+            return run(request, **path_params)
+        try:
+            token = rate_checked_token(request)
+        except ApiLimited as limited:
+            return limit_problem(request, limited)
+        if token is not None:
             return problem_response(
                 "validation_error",
                 f"unknown query parameter {unknown[0]!r}",

@@ -13,7 +13,10 @@ plus extensions where they help: `rule` and `path` for a body the strict parser 
   lease conflicts), or the same Idempotency-Key is still in flight;
 - 422: well-formed JSON that means something invalid (validation_error, invalid_arguments,
   missing_evidence, intent_conflict), or an Idempotency-Key reused with another body;
-- 500: checkpoint_invalid (the stored checkpoint failed verification) or internal_error.
+- 429: the token is over its request rate (rate_limited) or has too many long-polls waiting
+  (too_many_long_polls); Retry-After says when to try again (control.api_limits);
+- 500: checkpoint_invalid (the stored checkpoint failed verification) or internal_error;
+- 503: limits_unavailable (the limits cannot be counted, so the request is refused).
 """
 
 from __future__ import annotations
@@ -74,8 +77,11 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ProblemType(
             "idempotency_key_reused", 422, "The Idempotency-Key was used for another request"
         ),
+        ProblemType("rate_limited", 429, "Too many requests with this token"),
+        ProblemType("too_many_long_polls", 429, "Too many long-polls of this token waiting"),
         ProblemType("checkpoint_invalid", 500, "The stored checkpoint failed verification"),
         ProblemType("internal_error", 500, "Internal error"),
+        ProblemType("limits_unavailable", 503, "Request limits cannot be checked now"),
     )
 }
 

@@ -7,9 +7,15 @@
   `COUNTERSIGN_LOGIN_LOCK_SECONDS`. Unknown usernames lock exactly like known ones, so the
   lock tells a guesser nothing about which accounts exist. `ThrottledModelBackend` enforces the
   lock on every path through `authenticate()` (site login, admin login, anything else);
-  `LoginForm` and `AdminLoginForm` say so in words. Attempts refused by a lock are neither
-  counted again nor audited one by one, so a flood costs one audit row per lock.
-- Audit: login, failed login, lock and logout through Django's auth signals; an authorization
+  `LoginForm` and `AdminLoginForm` say so in words. Attempts refused by a lock are not
+  counted again.
+- Failed logins are not audited one by one: an anonymous flood must not grow the audit chain
+  (nor queue on its lock) at its own pace. A lock is audited when it trips
+  (`auth.login_locked`, with the counts); the failures themselves are summarized in one
+  `auth.login_failures` entry per period once they are older than the window and the lock
+  (`login_failures_summarize`, called on each failure and by the sweep); a successful login
+  records how many failures of its username preceded it.
+- Audit: login, lock, failure summaries and logout through Django's auth signals; an authorization
   failure (403) through `audit_denied`, which `AuditDeniedMiddleware` calls for every
   PermissionDenied a view raises, and `csrf_failure` for a refused form of a logged-in person.
 - The client's address is REMOTE_ADDR unless `COUNTERSIGN_TRUSTED_PROXY_COUNT` says how many
@@ -30,14 +36,14 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Min, Q
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.csrf import csrf_failure as django_csrf_failure
 
 from control.audit import audit_record
-from control.models import LoginFailure
+from control.models import AuditChainHead, LoginFailure
 
 ANONYMOUS = "anonymous"
 LOCKED_MESSAGE = (
@@ -49,6 +55,8 @@ LOCKED_MESSAGE = (
 _DENIAL_AUDITED = "_countersign_denial_audited"
 # Set by the backend when a lock refused the attempt: not a new failure to count.
 _REFUSED_BY_LOCK = "_countersign_refused_by_lock"
+# How many usernames and addresses with the most failures a summary names.
+SUMMARY_TOP = 10
 
 
 # --- Who is asking -----------------------------------------------------------------------
@@ -113,13 +121,70 @@ def locked_message(until: datetime) -> str:
     return LOCKED_MESSAGE % {"minutes": _minutes_left(until)}
 
 
+def _kept_for() -> timedelta:
+    """How long a failure can still count or lock: the window, or the lock if longer."""
+    return timedelta(
+        seconds=max(
+            settings.COUNTERSIGN_LOGIN_WINDOW_SECONDS, settings.COUNTERSIGN_LOGIN_LOCK_SECONDS
+        )
+    )
+
+
+def login_failures_summarize() -> int:
+    """Moves the failures that can no longer count into one `auth.login_failures` audit
+    entry (how many, when, by which usernames and addresses), and deletes them; returns how
+    many. Runs only once the oldest is a second period old, so an entry covers at least one
+    period: a flood of failures writes a few entries a day, not one per failure."""
+    kept_for = _kept_for()
+    now = timezone.now()
+    if not LoginFailure.objects.filter(created_at__lt=now - 2 * kept_for).exists():
+        return 0
+    with transaction.atomic():
+        # Summarizers queue on the chain's head, so each failure is summarized once.
+        AuditChainHead.objects.select_for_update().get_or_create(id=1)
+        expired = LoginFailure.objects.filter(created_at__lt=now - kept_for)
+        totals = expired.aggregate(
+            failures=Count("pk"),
+            first=Min("created_at"),
+            last=Max("created_at"),
+            usernames=Count("username", distinct=True),
+            addresses=Count("address", distinct=True),
+            locks=Count(
+                "pk",
+                filter=Q(locks_username_until__isnull=False) | Q(locks_address_until__isnull=False),
+            ),
+        )
+        if not totals["failures"]:
+            return 0
+        audit_record(
+            actor=ANONYMOUS,
+            verb="auth.login_failures",
+            object_type="login",
+            reason=f"{totals['failures']} failed logins, summarized",
+            data={
+                **totals,
+                "first": totals["first"].isoformat(),
+                "last": totals["last"].isoformat(),
+                "by_username": _most_failures(expired, "username"),
+                "by_address": _most_failures(expired, "address"),
+            },
+        )
+        expired.delete()
+    return totals["failures"]
+
+
+def _most_failures(failures, field: str) -> dict[str, int]:
+    ranked = failures.values(field).annotate(n=Count("pk")).order_by("-n", field)
+    return {row[field]: row["n"] for row in ranked[:SUMMARY_TOP]}
+
+
 @transaction.atomic
 def login_failure_record(*, username: str, address: str) -> LoginFailure:
     """Counts one failed login; the failure that reaches a limit locks, and is audited."""
+    login_failures_summarize()
     now = timezone.now()
     window = timedelta(seconds=settings.COUNTERSIGN_LOGIN_WINDOW_SECONDS)
     lock = timedelta(seconds=settings.COUNTERSIGN_LOGIN_LOCK_SECONDS)
-    LoginFailure.objects.filter(created_at__lt=now - max(window, lock)).delete()
     username = normalized_username(username)
     failure = LoginFailure.objects.create(username=username, address=address, created_at=now)
     recent = LoginFailure.objects.filter(created_at__gt=now - window)
@@ -216,7 +281,8 @@ login_view = LoginView.as_view(authentication_form=LoginForm)
 
 @receiver(user_logged_in, dispatch_uid="countersign_audit_login")
 def _audit_login(sender, request, user, **kwargs) -> None:
-    LoginFailure.objects.filter(
+    # The failures this login forgets are not summarized later: its own entry counts them.
+    forgotten, _ = LoginFailure.objects.filter(
         username=normalized_username(user.get_username()),
         locks_username_until__isnull=True,
         locks_address_until__isnull=True,
@@ -226,24 +292,18 @@ def _audit_login(sender, request, user, **kwargs) -> None:
         verb="auth.login",
         object_type="user",
         object_id=str(user.pk),
-        data={"address": client_address(request)},
+        data={"address": client_address(request), "failures_before": forgotten},
     )
 
 
-@receiver(user_login_failed, dispatch_uid="countersign_audit_login_failed")
-def _audit_login_failed(sender, credentials, request=None, **kwargs) -> None:
+@receiver(user_login_failed, dispatch_uid="countersign_count_login_failed")
+def _count_login_failed(sender, credentials, request=None, **kwargs) -> None:
     if request is not None and getattr(request, _REFUSED_BY_LOCK, None):
         return
-    username = normalized_username(credentials.get("username", ""))
-    address = client_address(request)
-    audit_record(
-        actor=ANONYMOUS,
-        verb="auth.login_failed",
-        object_type="user",
-        object_id=username[:64],
-        data={"username": username, "address": address},
+    login_failure_record(
+        username=normalized_username(credentials.get("username", "")),
+        address=client_address(request),
     )
-    login_failure_record(username=username, address=address)
 
 
 @receiver(user_logged_out, dispatch_uid="countersign_audit_logout")

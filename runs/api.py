@@ -16,6 +16,7 @@ from ninja.decorators import decorate_view
 
 from control.api_auth import actor_of
 from control.api_idempotency import idempotent_post
+from control.api_limits import long_poll_slot, sleep_without_database
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
 from control.canonical import canonical_json
@@ -48,7 +49,10 @@ PENDING_STATUSES = frozenset(
         Action.Status.NEEDS_ATTENTION,
     }
 )
-POLL_INTERVAL_SECONDS = 0.25
+# A long-poll looks again after these, doubling up to the last: quick for a decision that
+# lands at once, and few reconnections (it closes its connection while it sleeps).
+FIRST_POLL_SECONDS = 0.25
+LONGEST_POLL_SECONDS = 1.0
 CASE_PAGE = "/reconciliation/{case_id}/"
 
 
@@ -366,18 +370,28 @@ def get_action(
 ):
     """The action's status, decision (with the reject reason), receipt, error class and
     reconciliation case. With `wait`, long-polls up to that many seconds (at most 30; more
-    is clamped) while the action is still waiting for approval or executing."""
+    is clamped) while the action is still waiting for approval or executing; a token has
+    at most COUNTERSIGN_API_MAX_LONG_POLLS waiting at once (429 beyond)."""
     action = _action_or_404(request, action_pk)
     wait = min(wait, schemas.MAX_WAIT_SECONDS)
     if action.status in PENDING_STATUSES and wait > 0:
-        deadline = time.monotonic() + wait
-        status = action.status
-        while status in PENDING_STATUSES and (remaining := deadline - time.monotonic()) > 0:
-            time.sleep(min(POLL_INTERVAL_SECONDS, remaining))
-            status = action_status(action.pk)
+        with long_poll_slot(request.auth, wait):
+            status = _status_after_waiting(action, wait)
         if status != action.status:
             action = _action_or_404(request, action_pk)
     return action_body(request, action)
+
+
+def _status_after_waiting(action: Action, seconds: float) -> str:
+    """The action's status once it is no longer pending, or when `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    interval = FIRST_POLL_SECONDS
+    status = action.status
+    while status in PENDING_STATUSES and (remaining := deadline - time.monotonic()) > 0:
+        sleep_without_database(min(interval, remaining))
+        interval = min(interval * 2, LONGEST_POLL_SECONDS)
+        status = action_status(action.pk)
+    return status
 
 
 @post(

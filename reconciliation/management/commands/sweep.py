@@ -1,5 +1,6 @@
 """The sweep: re-drives work from PostgreSQL (outbox, expiries, due and orphaned actions,
-missing reconciliation cases). `--loop` repeats until SIGTERM or Ctrl-C."""
+missing reconciliation cases), and purges expired idempotency keys and summarizes old failed
+logins into the audit chain. `--loop` repeats until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from control.api_idempotency import purge_expired
+from control.auth import login_failures_summarize
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import open_missing_cases
 from runs.execution.sweep import sweep_once
@@ -55,11 +57,13 @@ class Command(BaseCommand):
         cases = open_missing_cases()
         probed = probe_due_cases()
         purged = purge_expired()
+        failed_logins = login_failures_summarize()
         if verbosity > 1 or (verbosity and not loop):
             self.stdout.write(
                 f"relayed {report.relayed}, expired {report.expired}, stopped "
                 f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}, "
-                f"probes {probed}, idempotency keys purged {purged}"
+                f"probes {probed}, idempotency keys purged {purged}, "
+                f"failed logins summarized {failed_logins}"
             )
         for error in report.errors:
             self.stderr.write(error)
