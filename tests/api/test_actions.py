@@ -8,7 +8,7 @@ import re
 import pytest
 
 from control.canonical import intent_digest
-from runs.models import Action, Checkpoint, Observation
+from runs.models import Action, Checkpoint, Observation, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.services import approval_decide
 from tests.api.conftest import assert_problem
@@ -117,6 +117,24 @@ def test_an_intent_that_cannot_be_frozen_is_refused_and_nothing_is_written(api, 
     observation_id = _observe(api, run)["id"]
     assert_problem(_propose(api, run, observation_id, **overrides), 422, code)
     assert not Action.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("action_id", "rule"),
+    [
+        ("undo-close-1", "ids starting with 'undo-' are reserved for compensations"),
+        ("close-1~2", "ids ending in '~' and digits are reserved for edited and re-asked intents"),
+    ],
+)
+def test_a_proposal_under_a_derived_id_is_refused_naming_the_rule(api, action_id, rule):
+    run = make_run(api.tenant)
+    observation_id = _observe(api, run)["id"]
+    run.refresh_from_db()
+    answer = _propose(api, run, observation_id, action_id=action_id)
+    problem = assert_problem(answer, 422, "invalid_arguments")
+    assert problem["detail"] == f"action_id {action_id!r} is refused: {rule}"
+    assert not Action.objects.exists()
+    assert Run.objects.get(pk=run.pk).state_version == run.state_version
 
 
 def test_a_target_with_an_invisible_character_is_refused_not_a_server_error(api):
