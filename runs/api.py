@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from django.db import IntegrityError
 from django.http import HttpRequest, HttpResponse
+from django.utils.crypto import salted_hmac
 from ninja import Field, Path, Query, Router, Status
 from ninja.decorators import decorate_view
 
@@ -123,6 +124,16 @@ def run_body(run: Run, completed_work: list[str] | None = None) -> dict[str, Any
     }
 
 
+def approver_ref(*, tenant_id, user_id) -> str:
+    """Who decided, as an agent may see it: stable per person within a tenant (so an agent
+    can tell two approvals by one operator from two operators), never the username, and not
+    linkable across tenants. Keyed by DJANGO_SECRET_KEY: rotating it renames every approver."""
+    digest = salted_hmac(
+        "countersign.api.approver", f"{tenant_id}:{user_id}", algorithm="sha256"
+    ).hexdigest()
+    return f"approver-{digest[:16]}"
+
+
 def _decision(action: Action) -> dict[str, Any] | None:
     if not action.needs_approval:
         return {"outcome": "not_required", "reason": "", "decided_at": None, "approvals": []}
@@ -130,7 +141,7 @@ def _decision(action: Action) -> dict[str, Any] | None:
     shown = [
         {
             "decision": approval.decision,
-            "approver": approval.approver.get_username(),
+            "approver": approver_ref(tenant_id=action.tenant_id, user_id=approval.approver_id),
             "reason": approval.reason,
             "created_at": approval.created_at,
         }

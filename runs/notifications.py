@@ -83,8 +83,9 @@ def approval_notify(run_id: str | None = None, *, action: str, kind: str) -> int
     try:
         sent = _send(action=action, kind=kind)
     except (WebhookError, requests.RequestException, OSError) as error:
-        logger.warning("notification %s:%s not delivered: %s", kind, action, error)
-        _retry_later(messages, error)
+        reason = delivery_failure(error)
+        logger.warning("notification %s:%s not delivered: %s", kind, action, reason)
+        _retry_later(messages, reason)
         return 0
     messages.update(confirmed_at=Now(), last_error="")
     return sent
@@ -117,10 +118,18 @@ def _send(*, action: str, kind: str) -> int:
     return sent
 
 
-def _retry_later(messages, error: Exception) -> None:
+def delivery_failure(error: Exception) -> str:
+    """Why a send failed, as recorded and logged: never the webhook's URL (requests repeats
+    it, path and query included, and a webhook URL often carries a token) nor the secret."""
+    if isinstance(error, requests.RequestException):
+        return f"{type(error).__name__}: the webhook could not be reached"
+    detail = str(error) if isinstance(error, WebhookError) else getattr(error, "strerror", "")
+    return f"{type(error).__name__}: {detail or 'the email could not be sent'}"[:2000]
+
+
+def _retry_later(messages, reason: str) -> None:
     """Hands the message to RQ again after a backoff; after NOTIFY_ATTEMPTS, gives up loudly."""
     for message in messages:
-        reason = f"{type(error).__name__}: {error}"[:2000]
         if message.delivery_attempts >= NOTIFY_ATTEMPTS:
             logger.error("notification %s given up after %s tries", message.pk, NOTIFY_ATTEMPTS)
             messages.filter(pk=message.pk).update(last_error=f"gave up: {reason}")

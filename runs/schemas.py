@@ -164,7 +164,10 @@ class ObservationOut(Schema):
 
 class ApprovalOut(Schema):
     decision: Literal["approve", "reject"]
-    approver: str
+    approver: str = Field(
+        description="An opaque id of the person who decided, stable within the tenant "
+        "(`approver-` and 16 hex digits); never their username."
+    )
     reason: str
     created_at: datetime
 

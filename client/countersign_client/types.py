@@ -69,7 +69,7 @@ class ObservationRecord(TypedDict):
 
 class Approval(TypedDict):
     decision: str
-    approver: str
+    approver: str  # an opaque id, stable within the tenant; never the username
     reason: str
     created_at: str
 

@@ -15,11 +15,16 @@ from control.canonical import content_hash
 from runs.models import TERMINAL_PHASES, Action, Run
 from runs.record.events import LeaseToken, append_event
 from runs.record.outbox import OPEN_CASE_JOB
-from runs.services import action_propose, observation_record, outbox_write, without
+from runs.services import (
+    COMPENSATION_PREFIX,
+    action_propose,
+    observation_record,
+    outbox_write,
+    without,
+)
 from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
 
-COMPENSATION_PREFIX = "undo-"
 Phase = Run.Phase
 
 
@@ -184,5 +189,6 @@ def propose_compensation(run: Run, *, original: Action, reason: str) -> Action:
         contract_version=compensation.contract_version,
         observation=observation,
         proposed_by="countersign.saga",
+        derived=True,
     )
     return proposed

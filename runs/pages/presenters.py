@@ -15,6 +15,7 @@ from control.web import (
 )
 from runs.exceptions import CheckpointError, GrantMismatch, RunsError
 from runs.models import Action, Approval, Run, RunEvent
+from runs.pages.lookalikes import Lookalike, lookalikes
 from runs.record.checkpoints import checkpoint_verify
 
 MISSING_BINDING = (
@@ -52,6 +53,14 @@ class InboxItem:
     @cached_property
     def args_json(self) -> str:
         return pretty_json(self.action.args)
+
+    @cached_property
+    def target_lookalikes(self) -> list[Lookalike]:
+        return lookalikes(self.action.target)
+
+    @cached_property
+    def args_lookalikes(self) -> list[Lookalike]:
+        return lookalikes(self.args_json)
 
     @cached_property
     def plan_text(self) -> str:
@@ -145,6 +154,14 @@ class ActionView:
     @cached_property
     def args_json(self) -> str:
         return pretty_json(self.action.args)
+
+    @cached_property
+    def target_lookalikes(self) -> list[Lookalike]:
+        return lookalikes(self.action.target)
+
+    @cached_property
+    def args_lookalikes(self) -> list[Lookalike]:
+        return lookalikes(self.args_json)
 
     @cached_property
     def receipt(self):

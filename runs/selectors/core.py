@@ -123,7 +123,7 @@ def action_with_decisions(action_pk, *, tenant: Tenant) -> Action | None:
     return (
         Action.objects.filter(tenant=tenant, pk=pk)
         .select_related("receipt", "supersedes", "superseded_by")
-        .prefetch_related("approvals__approver")
+        .prefetch_related("approvals")
         .first()
     )
 

@@ -17,6 +17,7 @@ from runs.services.approvals import (
 )
 from runs.services.common import action_set_status, outbox_write, without
 from runs.services.intents import (
+    COMPENSATION_PREFIX,
     action_ask_again,
     action_edit_and_approve,
     action_propose,
@@ -37,6 +38,7 @@ from runs.services.runs import (
 )
 
 __all__ = [
+    "COMPENSATION_PREFIX",
     "action_ask_again",
     "action_edit_and_approve",
     "action_propose",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -47,6 +48,28 @@ from runs.tools.registry import get_tool
 Phase = Run.Phase
 Status = Action.Status
 
+# Logical ids this service derives itself, so an agent may not propose them: a compensation
+# is `undo-<id>` (runs.execution.saga), an edit or an ask-again `<base>~N`
+# (derived_action_id). Otherwise an agent could pre-empt the id a derived intent needs (the
+# saga or the edit then fails on an intent conflict) or dress its own write up as an undo or
+# as an operator's edit. The prefix is refused in any case: `UNDO-` reads the same to a person.
+COMPENSATION_PREFIX = "undo-"
+RESERVED_ACTION_IDS = (
+    (
+        re.compile(re.escape(COMPENSATION_PREFIX), re.IGNORECASE),
+        f"ids starting with {COMPENSATION_PREFIX!r} are reserved for compensations",
+    ),
+    (
+        re.compile(r".*~[0-9]+\Z"),
+        "ids ending in '~' and digits are reserved for edited and re-asked intents",
+    ),
+)
+
+
+def reserved_action_id_rule(action_id: str) -> str | None:
+    """The rule that reserves `action_id` for an intent the service derives, if one does."""
+    return next((rule for pattern, rule in RESERVED_ACTION_IDS if pattern.match(action_id)), None)
+
 
 def action_propose(
     *,
@@ -60,9 +83,15 @@ def action_propose(
     observation: Observation | None = None,
     proposed_by_user=None,
     supersedes: Action | None = None,
+    derived: bool = False,
 ) -> tuple[Action, bool]:
     """Freezes an intent. The same logical action with the same digest returns the existing
-    intent (created=False); with a different digest it is an IntentConflict."""
+    intent (created=False); with a different digest it is an IntentConflict. A reserved id
+    (RESERVED_ACTION_IDS) is refused unless `derived`: only the saga, edit-then-approve and
+    ask-again, which build those ids themselves, pass it."""
+    rule = None if derived else reserved_action_id_rule(action_id)
+    if rule is not None:
+        raise InvalidArguments(f"action_id {action_id!r} is refused: {rule}")
     try:
         adapter = get_tool(tool, contract_version)
         target, args = adapter.normalize(target=target, args=args)
@@ -223,6 +252,7 @@ def action_edit_and_approve(
         proposed_by=editor.get_username(),
         proposed_by_user=editor,
         supersedes=action,
+        derived=True,
     )
     if edited.intent_digest == action.intent_digest:
         raise InvalidArguments("the edit changes nothing; approve the original instead")
@@ -269,5 +299,6 @@ def action_ask_again(*, action: Action, requester) -> Action:
         observation=action.observation,
         proposed_by=requester.get_username(),
         proposed_by_user=requester,
+        derived=True,
     )
     return again

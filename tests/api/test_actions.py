@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from control.canonical import intent_digest
-from runs.models import Action, Checkpoint, Observation
+from runs.models import Action, Checkpoint, Observation, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.services import approval_decide
 from tests.api.conftest import assert_problem
@@ -118,6 +119,24 @@ def test_an_intent_that_cannot_be_frozen_is_refused_and_nothing_is_written(api, 
     assert not Action.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("action_id", "rule"),
+    [
+        ("undo-close-1", "ids starting with 'undo-' are reserved for compensations"),
+        ("close-1~2", "ids ending in '~' and digits are reserved for edited and re-asked intents"),
+    ],
+)
+def test_a_proposal_under_a_derived_id_is_refused_naming_the_rule(api, action_id, rule):
+    run = make_run(api.tenant)
+    observation_id = _observe(api, run)["id"]
+    run.refresh_from_db()
+    answer = _propose(api, run, observation_id, action_id=action_id)
+    problem = assert_problem(answer, 422, "invalid_arguments")
+    assert problem["detail"] == f"action_id {action_id!r} is refused: {rule}"
+    assert not Action.objects.exists()
+    assert Run.objects.get(pk=run.pk).state_version == run.state_version
+
+
 def test_a_target_with_an_invisible_character_is_refused_not_a_server_error(api):
     run = make_run(api.tenant)
     observation_id = _observe(api, run)["id"]
@@ -165,15 +184,38 @@ def test_an_action_reads_back_with_its_decision_and_the_reject_reason(api):
         "reject",
         "the customer asked to keep it open",
     )
-    assert [(a["decision"], a["approver"]) for a in decision["approvals"]] == [("reject", "olga")]
+    (shown,) = decision["approvals"]
+    assert shown["decision"] == "reject"
+    assert re.fullmatch(r"approver-[0-9a-f]{16}", shown["approver"])
+
+
+def test_an_approved_action_never_shows_the_approvers_username(api):
+    action = make_action(make_run(api.tenant))
+    approve(action, make_user(api.tenant, "operator", username="olga.kowalska"))
+    answer = api.get(f"/actions/{action.id}")
+    assert answer.body["decision"]["outcome"] == "approve"
+    assert "olga" not in answer.content.decode().lower()
+
+
+def test_an_approver_keeps_one_opaque_id_and_two_approvers_have_two(api):
+    olga, piet = (make_user(api.tenant, "operator", username=name) for name in ("olga", "piet"))
+    first, second, third = (make_action(make_run(api.tenant)) for _ in range(3))
+    approve(first, olga)
+    approve(second, olga)
+    approve(third, piet)
+    shown = [
+        api.get(f"/actions/{action.id}").body["decision"]["approvals"][0]["approver"]
+        for action in (first, second, third)
+    ]
+    assert shown[0] == shown[1] != shown[2]
 
 
 def test_a_succeeded_action_shows_its_receipt_and_approval(api, django_assert_num_queries):
     action = make_action(make_run(api.tenant))
     approve(action, make_user(api.tenant, "operator"), reason="confirmed by phone")
     execute_with_receipt(action, receipt_id="rcpt-77")
-    # token, last use, the action with its receipt and lineage, approvals, approvers, case
-    with django_assert_num_queries(6):
+    # token, last use, the action with its receipt and lineage, approvals, case
+    with django_assert_num_queries(5):
         body = api.get(f"/actions/{action.id}").body
     assert body["status"] == "succeeded"
     assert body["decision"]["outcome"] == "approve"

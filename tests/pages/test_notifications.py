@@ -4,6 +4,7 @@ with HMAC. The webhook receiver here is a real HTTP server on localhost."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from datetime import timedelta
@@ -210,6 +211,46 @@ def test_a_notification_that_never_gets_through_is_given_up_loudly(
     message.refresh_from_db()
     assert message.last_error.startswith("gave up: WebhookError")
     assert message.confirmed_at is None
+
+
+def test_a_notification_carries_no_secret_and_no_internal_url(tenant, settings, receiver):
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = receiver["url"]
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = SECRET
+    with_email(make_user(tenant, "operator"), "op@example.com")
+    action = make_waiting(tenant)
+
+    assert approval_notify(action=str(action.pk), kind=REQUESTED) == 2
+
+    (message,) = mail.outbox
+    (delivery,) = receiver["received"]
+    sent = "\n".join(
+        [message.subject, message.body, delivery["body"].decode(), json.dumps(delivery["headers"])]
+    )
+    assert f"/inbox/?run={action.run_id}" in sent  # the links that are meant to be there
+    for internal in (SECRET, receiver["url"], settings.REDIS_URL, settings.SANDBOX_URL):
+        assert internal not in sent
+
+
+def test_a_failed_delivery_records_neither_the_webhook_url_nor_the_secret(
+    tenant, settings, redis_queue, caplog
+):
+    with socket.socket() as probe:  # a port nothing listens on: the connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "capability-token-in-the-url"
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{port}/hooks/{token}?key={token}"
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = SECRET
+    action = make_waiting(tenant)
+    message = _notify_message(action)
+    _hand_over(message)
+
+    assert approval_notify(action=str(action.pk), kind=REQUESTED) == 0
+
+    message.refresh_from_db()
+    assert message.last_error == "ConnectionError: the webhook could not be reached"
+    for recorded in (message.last_error, caplog.text):
+        assert token not in recorded
+        assert SECRET not in recorded
 
 
 def test_an_unknown_kind_is_refused(tenant):

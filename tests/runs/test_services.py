@@ -150,6 +150,38 @@ def test_action_propose_refuses_unknown_tools_versions_and_arguments(tool, versi
     assert not Action.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("action_id", "rule"),
+    [
+        ("undo-close-ticket", "reserved for compensations"),
+        ("UNDO-close-ticket", "reserved for compensations"),
+        ("close-ticket~2", "reserved for edited and re-asked intents"),
+        ("close~draft~10", "reserved for edited and re-asked intents"),
+    ],
+)
+def test_action_propose_refuses_the_ids_the_service_derives_itself(action_id, rule):
+    run = make_run(make_tenant())
+    observation = make_observation(run)
+    run.refresh_from_db()
+    with pytest.raises(InvalidArguments, match=rule):
+        action_propose(
+            run=run,
+            action_id=action_id,
+            tool="ticket.close",
+            target="ticket-7",
+            args={"resolution": "fixed"},
+            contract_version="v1",
+            observation=observation,
+            proposed_by="agent",
+        )
+    assert not Action.objects.exists()
+
+
+@pytest.mark.parametrize("action_id", ["undone-ticket", "close~v2", "close-ticket-2", "redo-1"])
+def test_ids_that_only_resemble_derived_ones_are_the_agents_to_use(action_id):
+    assert make_action(make_run(make_tenant()), action_id=action_id).action_id == action_id
+
+
 def test_an_action_that_needs_approval_must_rest_on_an_observation():
     run = make_run(make_tenant())
     with pytest.raises(InvalidArguments, match="observation"):
