@@ -21,6 +21,7 @@ from control.api_limits import long_poll_slot, sleep_without_database
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
 from control.canonical import canonical_json
+from control.redaction import without_addresses
 from runs import schemas
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
 from runs.models import Action, Run
@@ -205,7 +206,8 @@ def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
         "attempt_count": action.attempt_count,
         "next_attempt_at": action.next_attempt_at,
         "error_class": action.error_class or None,
-        "last_error": action.last_error or None,
+        # Operators read the whole text on the run page; agents do not learn internal addresses.
+        "last_error": without_addresses(action.last_error) or None,
         "decision": _decision(action),
         "receipt": _receipt(action),
         "reconciliation_case": {
