@@ -203,6 +203,10 @@ COUNTERSIGN_APPROVAL_WARNING_SECONDS = env_int(
 COUNTERSIGN_METRICS_TOKEN = env_str("COUNTERSIGN_METRICS_TOKEN", default="")
 COUNTERSIGN_METRICS_NETWORKS = env_list("COUNTERSIGN_METRICS_NETWORKS", [])
 
+# The sandbox is the demo's fake external systems (ticket desk, notifier, payments), with no
+# login and no CSRF. Off, /sandbox/ is not mounted and its tools are not registered; the demo
+# and the tests turn it on, control.settings_production refuses it.
+SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", default=False)
 # Where the sandbox's external systems answer; Countersign reaches them only over HTTP.
 SANDBOX_URL = env_str("COUNTERSIGN_SANDBOX_URL", default="http://127.0.0.1:8000/sandbox/")
 SANDBOX_FAULTS = env_bool("SANDBOX_FAULTS", default=False)

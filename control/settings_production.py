@@ -1,9 +1,10 @@
 """Settings for a reachable server: control/settings.py plus everything that needs HTTPS.
 
 Use with DJANGO_SETTINGS_MODULE=control.settings_production. It refuses to load with debug on,
-a weak secret key, no explicit DJANGO_ALLOWED_HOSTS, or a weak or demo checkpoint key, so a
-misconfigured deployment does not start rather than start insecure. `manage.py check --deploy`
-reports nothing with it (tests/security/test_production_settings.py runs that).
+a weak secret key, no explicit DJANGO_ALLOWED_HOSTS, a weak or demo checkpoint key, or a switch
+of the demo's and the tests' on (SANDBOX_ENABLED, SANDBOX_FAULTS, COUNTERSIGN_ALLOW_FAULT_POINTS),
+so a misconfigured deployment does not start rather than start insecure. `manage.py check
+--deploy` reports nothing with it (tests/security/test_production_settings.py runs that).
 
 Behind a reverse proxy that terminates TLS, set COUNTERSIGN_BEHIND_TLS_PROXY=1 (the proxy
 must set X-Forwarded-Proto and strip it from clients) and COUNTERSIGN_TRUSTED_PROXY_COUNT.
@@ -17,7 +18,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from control.env import env_bool, env_int
 from control.settings import *  # noqa: F403
-from control.settings import COUNTERSIGN_CHECKPOINT_KEYS, DEBUG, SECRET_KEY
+from control.settings import (
+    COUNTERSIGN_ALLOW_FAULT_POINTS,
+    COUNTERSIGN_CHECKPOINT_KEYS,
+    DEBUG,
+    SANDBOX_ENABLED,
+    SANDBOX_FAULTS,
+    SECRET_KEY,
+)
 
 if DEBUG:
     raise ImproperlyConfigured("control.settings_production refuses DJANGO_DEBUG=1")
@@ -34,6 +42,21 @@ for _kid, _secret in COUNTERSIGN_CHECKPOINT_KEYS.items():
         raise ImproperlyConfigured(
             f"COUNTERSIGN_CHECKPOINT_KEYS: key {_kid!r} needs a random secret of 32+ characters "
             "(manage.py checkpoint_keys add --id NEW makes one)"
+        )
+# The demo's and the tests' switches: each opens a door a reachable server must keep shut.
+for _name, _on, _door in (
+    ("SANDBOX_ENABLED", SANDBOX_ENABLED, "serves the demo's fake systems at /sandbox/ unguarded"),
+    ("SANDBOX_FAULTS", SANDBOX_FAULTS, "lets anyone inject faults into the sandbox"),
+    (
+        "COUNTERSIGN_ALLOW_FAULT_POINTS",
+        COUNTERSIGN_ALLOW_FAULT_POINTS,
+        "lets a worker SIGKILL itself at a named point",
+    ),
+):
+    if _on:
+        raise ImproperlyConfigured(
+            f"control.settings_production refuses {_name} on: it {_door}, for the demo and "
+            f"the tests only; unset {_name} or set it to 0"
         )
 
 # HTTPS only: redirect plain HTTP, and tell browsers never to try it again.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.views import LogoutView, PasswordChangeDoneView
 from django.urls import include, path
@@ -32,6 +33,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("receipts/", include("runs.pages.receipts_urls")),
     path("reconciliation/", include("reconciliation.urls")),
-    path("sandbox/", include("sandbox.urls")),
+    # The demo's fake external systems, with no login and no CSRF: only where SANDBOX_ENABLED.
+    *([path("sandbox/", include("sandbox.urls"))] if settings.SANDBOX_ENABLED else []),
     path("", include("runs.pages.urls")),
 ]

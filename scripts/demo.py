@@ -316,6 +316,8 @@ def demo_environment(port: int, var_dir: Path) -> dict[str, str]:
     environment.setdefault("DJANGO_DEBUG", "1")
     if not environment.get("DJANGO_SECRET_KEY"):
         environment["DJANGO_SECRET_KEY"] = read_or_create_secret_key(var_dir / "demo-secret-key")
+    # The demo's tools are the sandbox's: every child serves or calls it, whatever is set.
+    environment["SANDBOX_ENABLED"] = "1"
     environment.setdefault("SANDBOX_FAULTS", "1")
     environment.setdefault("COUNTERSIGN_SANDBOX_URL", f"http://{HOST}:{port}/sandbox/")
     environment.setdefault("DATABASE_URL", f"sqlite:///{var_dir / 'countersign.sqlite3'}")

@@ -1,4 +1,4 @@
-"""Test settings: PostgreSQL for both databases, fast hashing, fault points allowed.
+"""Test settings: PostgreSQL for both databases, fast hashing, the sandbox on, faults allowed.
 
 Each pytest process gets its own test databases and its own Redis database, so concurrent
 runs on one machine never collide. Worker subprocesses get explicit URLs from the tests.
@@ -24,6 +24,8 @@ from control.settings import *  # noqa: E402, F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 COUNTERSIGN_ALLOW_FAULT_POINTS = True
+# The tests' tools are the sandbox's; tests/security/test_sandbox_switch.py turns it off.
+SANDBOX_ENABLED = True
 SANDBOX_FAULTS = True
 
 for _alias, _name in (("default", "countersign"), ("sandbox", "countersign_sandbox")):

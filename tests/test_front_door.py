@@ -169,6 +169,8 @@ def test_demo_from_nothing_configured_serves_login_and_stops_everything_on_sigin
     with running_demo(port, var_dir, log_path) as process:
         wait_until_running(process, log_path)
         assert status_of(login_url) == 200, output_of(log_path)
+        # The demo turns the sandbox on: its fake external systems answer.
+        assert status_of(f"http://127.0.0.1:{port}/sandbox/effects") == 200, output_of(log_path)
         passwords = json.loads((var_dir / "demo-passwords.json").read_text())
         for username in ("operator", "reconciler", "auditor", "admin"):
             assert log_in_status(login_url, username, passwords[username]) == 302, username

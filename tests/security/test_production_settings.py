@@ -17,7 +17,7 @@ def _manage(tmp_path, *args: str, settings: str = "control.settings_production",
     environment = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "COUNTERSIGN_"))
+        if not key.startswith(("DJANGO_", "COUNTERSIGN_", "SANDBOX_"))
     }
     environment.update(
         {
@@ -92,8 +92,21 @@ def test_production_settings_name_the_cookies_for_https_only(tmp_path):
             {"COUNTERSIGN_CHECKPOINT_KEYS": "demo-1:insecure-demo-checkpoint-key-padded-out"},
             "needs a random secret",
         ),
+        ({"SANDBOX_ENABLED": "1"}, "refuses SANDBOX_ENABLED on"),
+        ({"SANDBOX_FAULTS": "true"}, "refuses SANDBOX_FAULTS on"),
+        ({"COUNTERSIGN_ALLOW_FAULT_POINTS": "on"}, "refuses COUNTERSIGN_ALLOW_FAULT_POINTS on"),
     ],
-    ids=["debug", "short-key", "repetitive-key", "no-hosts", "short-mac-key", "demo-mac-key"],
+    ids=[
+        "debug",
+        "short-key",
+        "repetitive-key",
+        "no-hosts",
+        "short-mac-key",
+        "demo-mac-key",
+        "sandbox",
+        "sandbox-faults",
+        "fault-points",
+    ],
 )
 def test_production_settings_refuse_to_load_misconfigured(tmp_path, env, refusal):
     result = _manage(tmp_path, "check", **env)
@@ -101,3 +114,53 @@ def test_production_settings_refuse_to_load_misconfigured(tmp_path, env, refusal
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert refusal in result.stderr
+
+
+def test_production_settings_serve_no_sandbox_and_register_none_of_its_tools(tmp_path):
+    script = (
+        "from django.urls import Resolver404, resolve\n"
+        "from runs.tools.registry import all_tools\n"
+        "try:\n"
+        "    resolve('/sandbox/effects')\n"
+        "    print('sandbox mounted')\n"
+        "except Resolver404:\n"
+        "    print('no sandbox')\n"
+        "print(sorted(tool.name for tool in all_tools()))\n"
+    )
+
+    result = _manage(tmp_path, "shell", "--no-imports", "-c", script)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["no sandbox", "[]"]
+
+
+@pytest.mark.parametrize(
+    ("base", "sandbox"),
+    [("control.settings", "on"), ("control.settings_production", "refused")],
+)
+def test_bench_processes_turn_the_sandbox_on_only_where_the_base_settings_allow(
+    tmp_path, base, sandbox
+):
+    script = (
+        "from django.conf import settings\n"
+        "from runs.tools.registry import get_tool\n"
+        "print(settings.SANDBOX_ENABLED, get_tool('ticket.close').name)\n"
+    )
+
+    result = _manage(
+        tmp_path,
+        "shell",
+        "--no-imports",
+        "-c",
+        script,
+        settings="bench.settings",
+        COUNTERSIGN_BENCH_BASE_SETTINGS=base,
+        SANDBOX_ENABLED="0",
+    )
+
+    if sandbox == "on":
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == ["True", "ticket.close"]
+    else:
+        assert result.returncode != 0
+        assert "refuses SANDBOX_ENABLED on" in result.stderr

@@ -33,7 +33,10 @@ CATEGORIES = {
     "admin/": "Django admin: staff only, read-only for everyone (tests/security/test_admin.py)",
     "django-rq/": "django-rq's queue pages: superusers only (tests/security/test_dashboard.py)",
     "api/v1/": "the agent API: tenant tokens, other tenants 404 (tests/api/test_cross_tenant.py)",
-    "sandbox/": "the demo's external systems: no Countersign auth, like a third party's API",
+    "sandbox/": (
+        "the demo's external systems: no Countersign auth, like a third party's API; mounted "
+        "only with SANDBOX_ENABLED (tests/security/test_sandbox_switch.py)"
+    ),
     "accounts/": "login (public), logout, password change (tests/security/test_passwords.py)",
     "healthz": "load balancer health check: public, answers database and Redis status only",
     "metrics": "Prometheus scrape: its own token or network rule (tests/bench)",
