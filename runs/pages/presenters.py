@@ -37,18 +37,10 @@ class Outcome:
     diff: list = field(default_factory=list)
 
 
-@dataclass
-class InboxItem:
-    """One request as the operator judges it; every value a template needs, computed here."""
+class IntentText:
+    """The intent's target and arguments as shown, with their look-alike warnings."""
 
     action: Action
-    now: datetime
-    user_pk: int | None
-    outcome: Outcome | None = None
-
-    @cached_property
-    def run(self) -> Run:
-        return self.action.run
 
     @cached_property
     def args_json(self) -> str:
@@ -61,6 +53,20 @@ class InboxItem:
     @cached_property
     def args_lookalikes(self) -> list[Lookalike]:
         return lookalikes(self.args_json)
+
+
+@dataclass
+class InboxItem(IntentText):
+    """One request as the operator judges it; every value a template needs, computed here."""
+
+    action: Action
+    now: datetime
+    user_pk: int | None
+    outcome: Outcome | None = None
+
+    @cached_property
+    def run(self) -> Run:
+        return self.action.run
 
     @cached_property
     def plan_text(self) -> str:
@@ -148,20 +154,8 @@ class CheckpointView:
 
 
 @dataclass
-class ActionView:
+class ActionView(IntentText):
     action: Action
-
-    @cached_property
-    def args_json(self) -> str:
-        return pretty_json(self.action.args)
-
-    @cached_property
-    def target_lookalikes(self) -> list[Lookalike]:
-        return lookalikes(self.action.target)
-
-    @cached_property
-    def args_lookalikes(self) -> list[Lookalike]:
-        return lookalikes(self.args_json)
 
     @cached_property
     def receipt(self):
