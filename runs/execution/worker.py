@@ -133,7 +133,7 @@ def _advance(state: dict, action: Action, *, lease, worker: str, policy: RetryPo
 def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:
     """The latest checkpoint's state once verified; None when it was refused (the run stops)."""
     try:
-        return latest_verified(run, lease=lease)[1]
+        return _latest_state(run, lease)
     except CheckpointError as error:
         if error.step == "lease":
             raise LeaseLost(str(error)) from None
@@ -145,6 +145,19 @@ def _verified_state(run: Run, lease: LeaseToken, worker: str) -> dict | None:
             reason=f"{REFUSED_REASON_PREFIX} {error}; needs human recovery (manage.py recover_run)",
         )
         return None
+
+
+def _latest_state(run: Run, lease: LeaseToken) -> dict:
+    try:
+        return latest_verified(run, lease=lease)[1]
+    except CheckpointError as error:
+        if error.step != "freshness":
+            raise
+    # A run row and its checkpoint commit together: a checkpoint newer than the run in hand
+    # means someone advanced the run after it was read. Read it again, once; a checkpoint
+    # that still does not fit the run is refused.
+    run.refresh_from_db()
+    return latest_verified(run, lease=lease)[1]
 
 
 def _executes_what_was_signed(state: dict, action: Action, worker: str) -> bool:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from runs.exceptions import StaleState
+from runs.execution.worker import _verified_state
 from runs.models import Run
-from runs.services import observation_record
-from tests.factories import make_run, make_tenant
+from runs.record.checkpoints import checkpoint_write
+from runs.record.events import append_event
+from runs.services import lease_claim, observation_record
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 
 @pytest.mark.django_db(transaction=True)
@@ -45,3 +48,44 @@ def test_two_writers_from_the_same_version_one_wins_one_is_refused():
     run.refresh_from_db()
     assert sorted(outcomes) == ["refused", "won"]
     assert (run.state_version, run.observations.count()) == (2, 1)
+
+
+@pytest.mark.django_db
+def test_a_run_advanced_after_the_worker_read_it_is_verified_again_not_stopped():
+    """The scale-out simulation found it: the worker loaded the action with its run, another
+    writer advanced the run, and the newer checkpoint looked like a stale one to the worker,
+    which tried to stop a healthy run for human recovery."""
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    lease = lease_claim(run_id=action.run_id, owner="race-worker")
+    in_hand = Run.objects.get(pk=action.run_id)
+    with transaction.atomic():
+        advanced = Run.objects.get(pk=action.run_id)
+        append_event(advanced, type="run.noted", actor="another-writer")
+        checkpoint_write(advanced)
+
+    state = _verified_state(in_hand, lease, "race-worker")
+
+    assert state is not None
+    assert state["state_version"] == advanced.state_version == in_hand.state_version
+    in_hand.refresh_from_db()
+    assert in_hand.phase == "executing"
+
+
+@pytest.mark.django_db
+def test_a_checkpoint_older_than_the_run_is_still_refused_after_reading_the_run_again():
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    lease = lease_claim(run_id=action.run_id, owner="race-worker")
+    run = Run.objects.get(pk=action.run_id)
+    with transaction.atomic():
+        append_event(run, type="run.noted", actor="a-writer-that-wrote-no-checkpoint")
+
+    assert _verified_state(Run.objects.get(pk=run.pk), lease, "race-worker") is None
+    run.refresh_from_db()
+    assert (run.phase, run.stop_reason.startswith("checkpoint refused at freshness")) == (
+        "failed",
+        True,
+    )
