@@ -18,7 +18,10 @@ os.environ["SANDBOX_ENABLED"] = "1"
 _base = import_module(os.environ.get("COUNTERSIGN_BENCH_BASE_SETTINGS", "control.settings"))
 globals().update({name: value for name, value in vars(_base).items() if name.isupper()})
 
-COUNTERSIGN_EXTRA_TOOLS = ("bench.tools.BenchNoop",)
+COUNTERSIGN_CONNECTORS = [
+    *_base.COUNTERSIGN_CONNECTORS,
+    str(_base.BASE_DIR / "bench" / "connectors.toml"),
+]
 
 if "COUNTERSIGN_BENCH_CONN_MAX_AGE" in os.environ:
     for _database in DATABASES.values():  # noqa: F821 (copied from the base settings)

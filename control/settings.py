@@ -210,6 +210,10 @@ SANDBOX_ENABLED = env_bool("SANDBOX_ENABLED", default=False)
 # Where the sandbox's external systems answer; Countersign reaches them only over HTTP.
 SANDBOX_URL = env_str("COUNTERSIGN_SANDBOX_URL", default="http://127.0.0.1:8000/sandbox/")
 SANDBOX_FAULTS = env_bool("SANDBOX_FAULTS", default=False)
+# The connector files (TOML) that define the tools workers may call: docs/CONNECTORS.md.
+COUNTERSIGN_CONNECTORS = env_list("COUNTERSIGN_CONNECTORS", [])
+# The demo's sandbox tools, loaded while SANDBOX_ENABLED is on.
+COUNTERSIGN_DEMO_CONNECTORS = str(BASE_DIR / "connectors" / "demo.toml")
 
 # Crash tests name a point where the worker SIGKILLs itself; honoured only when allowed.
 COUNTERSIGN_ALLOW_FAULT_POINTS = env_bool("COUNTERSIGN_ALLOW_FAULT_POINTS", default=False)

@@ -74,7 +74,11 @@ def _probe(action: Action) -> tuple[dict, ToolReceipt | None, bool]:
     receipt, definitive_absence = None, False
     if tool.queryable_by_key:
         try:
-            receipt = tool.query(action.idempotency_key, timeout=DEFAULT_POLICY.call_timeout)
+            receipt = tool.query(
+                action.idempotency_key,
+                timeout=DEFAULT_POLICY.call_timeout,
+                intent_digest=action.intent_digest,
+            )
             finding["query"] = receipt.to_dict() if receipt else "no receipt under this key"
             definitive_absence = receipt is None
         except tool_errors.ToolError as error:

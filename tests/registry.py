@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 from bench.tools import BenchNoop, BenchRead
 from runs.tools.base import Tool
+from runs.tools.connectors.definition import load_files
 from runs.tools.registry import register_tool, unregister_tool
 
 
@@ -21,6 +23,15 @@ def registered(tool: Tool) -> Iterator[Tool]:
         yield tool
     finally:
         unregister_tool(tool)
+
+
+def connector_tools(
+    directory: Path, text: str, *, environ: Mapping[str, str] | None = None
+) -> list[Tool]:
+    """The tools a connector file holding text defines (written into directory)."""
+    path = directory / "connectors.toml"
+    path.write_text(text)
+    return load_files([str(path)], environ=environ or {})
 
 
 @pytest.fixture

@@ -316,7 +316,11 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
         )
         return
     try:
-        receipt = tool.query(action.idempotency_key, timeout=policy.call_timeout)
+        receipt = tool.query(
+            action.idempotency_key,
+            timeout=policy.call_timeout,
+            intent_digest=action.intent_digest,
+        )
     except tool_errors.ToolError as error:
         # Timeouts, 5xx, malformed answers, 4xx: the query proves nothing. The action stays in
         # flight and is asked again after a growing pause; past the limit, a person decides.

@@ -11,7 +11,7 @@ import copy
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from control.canonical import intent_digest
+from control.canonical import canonical_json, content_hash, intent_digest
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, ResultUncertain, ToolError, UnsupportedTool
 from runs.tools.retry import RetryPolicy
@@ -43,6 +43,9 @@ class Tool(ABC):
     compensation: ClassVar[str | None] = None
     # Retry limits and window for this tool's transient failures; None: the worker's default.
     retry_policy: ClassVar[RetryPolicy | None] = None
+    # Does the external system echo (and so prove) the intent digest in its receipt? When it
+    # cannot store it, the receipt's proof is the idempotency key alone.
+    echoes_digest: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -57,6 +60,33 @@ class Tool(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.contract_version}>"
+
+    @property
+    def connector(self) -> str:
+        """The connector this tool belongs to: its name up to the first dot."""
+        return self.name.split(".", 1)[0]
+
+    def capabilities(self) -> list[str]:
+        """What a person deciding about or reconciling this tool's intent should know, in words."""
+        if self.effect_class == "read_only":
+            return ["read only: changes nothing"]
+        said = ["dedupes by key" if self.dedupes_by_key else "a resend is a second effect"]
+        said.append("can be queried by key" if self.queryable_by_key else "cannot be queried")
+        if not self.echoes_digest:
+            said.append("the receipt's proof is the key alone")
+        return said
+
+    def definition(self) -> dict[str, Any]:
+        """What this tool means at its contract version: the part frozen by definition_digest.
+        Connection details (URLs, credentials, timeouts, retry limits) are not part of it."""
+        described = self.describe()
+        return {
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            **{name: described[name] for name in _MEANING},
+        }
+
+    def definition_digest(self) -> str:
+        return content_hash(canonical_json(self.definition()))
 
     # Normalization: the one form an intent is frozen, digested and sent in.
 
@@ -110,8 +140,12 @@ class Tool(ABC):
     def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
         """Perform the call once; raise a ToolError subclass for anything but a receipt."""
 
-    def query(self, idempotency_key: str, *, timeout: Timeout) -> ToolReceipt | None:
-        """The receipt stored under this key, or None if the external side has none."""
+    def query(
+        self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None = None
+    ) -> ToolReceipt | None:
+        """The receipt stored under this key, or None if the external side has none.
+        intent_digest is the digest frozen with the key: a system that does not echo digests
+        can only be trusted by key, and its receipt then carries this one."""
         raise UnsupportedTool(f"{self.name} cannot be queried by idempotency key")
 
     def read(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
@@ -138,6 +172,24 @@ class Tool(ABC):
             "queryable_by_key": self.queryable_by_key,
             "effect_class": self.effect_class,
             "compensation": self.compensation,
+            "echoes_digest": self.echoes_digest,
+            "connector": self.connector,
+            "capabilities": self.capabilities(),
             "target_schema": copy.deepcopy(self.target_schema),
             "args_schema": copy.deepcopy(self.args_schema),
         }
+
+
+# The described fields that make up a tool's meaning (Tool.definition).
+_MEANING = (
+    "name",
+    "contract_version",
+    "needs_approval",
+    "dedupes_by_key",
+    "queryable_by_key",
+    "effect_class",
+    "compensation",
+    "echoes_digest",
+    "target_schema",
+    "args_schema",
+)

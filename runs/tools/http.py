@@ -29,13 +29,12 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from control.canonical import content_hash
 from control.strictjson import StrictJSONError, parse_strict
-from runs.tools.calls import Timeout, ToolCall, ToolReceipt
+from runs.tools.calls import Timeout
 from runs.tools.errors import (
     BusinessRejection,
     IdempotencyConflict,
     InvalidArguments,
     PermissionDenied,
-    ReceiptMismatch,
     ResultUncertain,
     TransientError,
 )
@@ -99,26 +98,30 @@ def _never_sent(error: requests.exceptions.ConnectionError) -> bool:
     return isinstance(reason, NewConnectionError)
 
 
+def encode_body(body: Any) -> bytes:
+    """The JSON bytes a body is sent as (and an HMAC signature is computed over)."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8")
+
+
 def _request(
     method: str,
     url: str,
     *,
     timeout: Timeout,
-    body: dict[str, Any] | None = None,
+    data: bytes | None = None,
     params: dict[str, str] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> requests.Response:
     _check_timeout(timeout)
     all_headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {})}
-    data = None
-    if body is not None:
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        all_headers["Content-Type"] = "application/json"
+    if data is not None:
+        all_headers.setdefault("Content-Type", "application/json")
     # Not following redirects: a POST turned into a GET elsewhere is no answer to it.
     return requests.request(
         method,
         url,
-        data=data.encode("utf-8") if data is not None else None,
+        data=data,
         params=params,
         headers=all_headers,
         timeout=timeout,
@@ -134,25 +137,37 @@ def _answer(response: requests.Response) -> HttpAnswer:
     )
 
 
+def check_header_value(name: str, value: str) -> None:
+    """A value that can travel in a header, or InvalidArguments before anything is sent."""
+    if not value.isascii() or not value.isprintable():
+        raise InvalidArguments(
+            f"the {name} value must be printable ASCII to travel in a header", field=name
+        )
+
+
 def send_write(
     method: str,
     url: str,
     *,
-    body: dict[str, Any],
+    body: Any,
     timeout: Timeout,
     idempotency_key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    data: bytes | None = None,
+    params: dict[str, str] | None = None,
 ) -> HttpAnswer:
-    """Send a write; TransientError only when it provably never left, else ResultUncertain."""
-    headers = {}
+    """Send a write (body as JSON, or data already encoded); TransientError only when it
+    provably never left, else ResultUncertain."""
+    headers = dict(headers or {})
     if idempotency_key is not None:
-        if not idempotency_key.isascii() or not idempotency_key.isprintable():
-            raise InvalidArguments(
-                "the idempotency key must be printable ASCII to travel in a header",
-                field="idempotency_key",
-            )
+        check_header_value("idempotency_key", idempotency_key)
         headers["Idempotency-Key"] = idempotency_key
+    if data is None and body is not None:
+        data = encode_body(body)
     try:
-        return _answer(_request(method, url, body=body, headers=headers, timeout=timeout))
+        return _answer(
+            _request(method, url, data=data, params=params, headers=headers, timeout=timeout)
+        )
     except requests.exceptions.ConnectTimeout as error:
         raise TransientError(f"could not connect to {url} in time: {error}") from error
     except requests.exceptions.ConnectionError as error:
@@ -172,10 +187,16 @@ def send_write(
         raise ResultUncertain(f"sending to {url} failed: {error}") from error
 
 
-def send_read(url: str, *, timeout: Timeout, params: dict[str, str] | None = None) -> HttpAnswer:
+def send_read(
+    url: str,
+    *,
+    timeout: Timeout,
+    params: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> HttpAnswer:
     """A GET; any transport failure is transient, since reading changes nothing."""
     try:
-        return _answer(_request("GET", url, params=params, timeout=timeout))
+        return _answer(_request("GET", url, params=params, headers=headers, timeout=timeout))
     except requests.exceptions.RequestException as error:
         raise TransientError(f"could not read {url}: {error}") from error
 
@@ -233,33 +254,6 @@ def raise_for_status(answer: HttpAnswer, *, write: bool) -> None:
             f"unexpected {message}", raw_response_hash=answer.raw_response_hash, http_status=status
         )
     raise TransientError(f"unexpected {message}", http_status=status)
-
-
-def write_receipt(answer: HttpAnswer, *, call: ToolCall, keyed: bool) -> ToolReceipt:
-    """The receipt of a 2xx write answer, checked against the call it answers."""
-    try:
-        receipt = ToolReceipt.from_response(
-            answer.json(), raw_response_hash=answer.raw_response_hash
-        )
-    except ValueError as error:
-        raise ResultUncertain(
-            f"HTTP {answer.status} without a usable receipt: {error}",
-            raw_response_hash=answer.raw_response_hash,
-            http_status=answer.status,
-        ) from error
-    if receipt.intent_digest != call.intent_digest:
-        raise ReceiptMismatch(
-            f"the receipt is for intent {receipt.intent_digest}, not {call.intent_digest}",
-            receipt=receipt,
-            http_status=answer.status,
-        )
-    if keyed and receipt.idempotency_key != call.idempotency_key:
-        raise ReceiptMismatch(
-            f"the receipt names key {receipt.idempotency_key!r}, not {call.idempotency_key!r}",
-            receipt=receipt,
-            http_status=answer.status,
-        )
-    return receipt
 
 
 def read_json(answer: HttpAnswer) -> Any:

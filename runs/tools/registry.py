@@ -1,38 +1,61 @@
 """Every tool Countersign knows, by name and contract version.
 
-Two sources, looked up together:
-- the sandbox's tools (runs/tools/sandbox.py: ticket.*, notify.send, payment.*), the demo's
-  fake external systems. They are known only while settings.SANDBOX_ENABLED is on (the demo,
-  the tests and the benchmark's processes turn it on; control.settings_production refuses
-  it). The setting is read at every lookup rather than once at import, so no process keeps
-  them past the setting and override_settings switches them in tests. Off, they are unknown
-  like any other name: a proposal for one is a 422 naming it, and a worker fails an action
-  for one closed (`unsupported_tool`). The sandbox app and its database stay installed
-  either way (its migrations and router must not depend on the flag); only its URL mount
-  (control/urls.py) and these tools do.
-- tools registered with register_tool: those named in settings.COUNTERSIGN_EXTRA_TOOLS
-  (bench.settings adds `bench.noop`; production adds none), registered at import, and any a
-  test registers for itself. One registered under a sandbox tool's name and version wins.
+Three sources, looked up together:
+- the connector files settings.COUNTERSIGN_CONNECTORS names (docs/CONNECTORS.md), loaded once
+  per process; a file that cannot be loaded (a missing `${VAR}`, a bad schema) raises
+  ConnectorError naming the file, connector, tool and field. The `connectors` system check
+  (runs/checks.py) loads them when a command or the web server starts, so a broken file
+  stops the start.
+- the demo's connectors/demo.toml (ticket.*, notify.send, payment.*: `http` tools of the
+  sandbox) while settings.SANDBOX_ENABLED is on, with `${COUNTERSIGN_SANDBOX_URL}` taken from
+  settings.SANDBOX_URL (tests point it at live_server). Both settings are read at every
+  lookup; control.settings_production refuses the sandbox. Off, its tools are unknown like
+  any other name: a proposal for one is a 422 naming it, a worker fails an action for one
+  closed (`unsupported_tool`).
+- tools registered with register_tool: a test's own tools. One registered under a name and
+  version a file defines wins.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+
 from django.conf import settings
 
 from runs.tools.base import Tool
+from runs.tools.connectors.definition import load_files
 from runs.tools.errors import UnsupportedTool
-from runs.tools.sandbox import SANDBOX_TOOLS
 
-_SANDBOX: dict[tuple[str, str], Tool] = {
-    (tool_class.name, tool_class.contract_version): tool_class() for tool_class in SANDBOX_TOOLS
-}
 _REGISTERED: dict[tuple[str, str], Tool] = {}
 
 
+def _keyed(tools: list[Tool]) -> dict[tuple[str, str], Tool]:
+    return {(tool.name, tool.contract_version): tool for tool in tools}
+
+
+@functools.lru_cache(maxsize=8)
+def _demo_tools(path: str, sandbox_url: str) -> dict[tuple[str, str], Tool]:
+    environ = {**os.environ, "COUNTERSIGN_SANDBOX_URL": sandbox_url}
+    return _keyed(load_files([path], environ=environ))
+
+
+@functools.lru_cache(maxsize=8)
+def _configured_tools(paths: tuple[str, ...]) -> dict[tuple[str, str], Tool]:
+    return _keyed(load_files(list(paths), environ=os.environ))
+
+
+def configured_tools() -> dict[tuple[str, str], Tool]:
+    """The tools of settings.COUNTERSIGN_CONNECTORS; ConnectorError if a file is unusable."""
+    return _configured_tools(tuple(settings.COUNTERSIGN_CONNECTORS))
+
+
 def _known() -> dict[tuple[str, str], Tool]:
+    known = dict(configured_tools())
     if settings.SANDBOX_ENABLED:
-        return {**_SANDBOX, **_REGISTERED}
-    return _REGISTERED
+        known.update(_demo_tools(settings.COUNTERSIGN_DEMO_CONNECTORS, settings.SANDBOX_URL))
+    known.update(_REGISTERED)
+    return known
 
 
 def _version_order(version: str) -> tuple[int, str]:
@@ -68,24 +91,10 @@ def all_tools() -> list[Tool]:
 
 
 def register_tool(tool: Tool) -> None:
-    """Adds a tool beyond the sandbox's: the benchmark's no-op, the simulation's fake.
-    A tool already registered under the same name and version is replaced."""
+    """Adds a tool for this process (a test's own). One under the same name and version is
+    replaced."""
     _REGISTERED[(tool.name, tool.contract_version)] = tool
 
 
 def unregister_tool(tool: Tool) -> None:
     _REGISTERED.pop((tool.name, tool.contract_version), None)
-
-
-def _register_extra_tools() -> None:
-    """Tools named (as dotted class paths) in settings.COUNTERSIGN_EXTRA_TOOLS: the benchmark
-    runs its workers under bench.settings, which adds bench.noop; production adds none."""
-    from django.utils.module_loading import import_string
-
-    if not settings.configured:
-        return
-    for path in getattr(settings, "COUNTERSIGN_EXTRA_TOOLS", ()):
-        register_tool(import_string(path)())
-
-
-_register_extra_tools()

@@ -12,15 +12,17 @@ from django.test import override_settings
 from django.urls import Resolver404, clear_url_caches, resolve
 
 from runs.models import Action
+from runs.tools.connectors.definition import load_files
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import all_tools, get_tool
-from runs.tools.sandbox import SANDBOX_TOOLS
 from tests.api.conftest import ApiClient, assert_problem, make_token
 from tests.factories import make_observation, make_run, make_tenant
 
 pytestmark = pytest.mark.django_db(databases=["default", "sandbox"])
 
-SANDBOX_TOOL_NAMES = frozenset(tool.name for tool in SANDBOX_TOOLS)
+SANDBOX_TOOL_NAMES = frozenset(
+    {"ticket.lookup", "ticket.close", "notify.send", "payment.charge", "payment.refund"}
+)
 
 
 def _reload_urlconf() -> None:
@@ -43,9 +45,11 @@ def api() -> ApiClient:
     return ApiClient(make_token(tenant), tenant)
 
 
-def test_the_sandbox_tool_names_are_the_ones_the_demo_uses():
+def test_the_sandbox_tool_names_are_the_ones_the_demo_connectors_define():
     # Guards the checks below: an empty or renamed set would let them pass vacuously.
-    assert {"ticket.lookup", "ticket.close", "notify.send", "payment.charge"} <= SANDBOX_TOOL_NAMES
+    environ = {"COUNTERSIGN_SANDBOX_URL": "http://127.0.0.1:9/sandbox/"}
+    demo = load_files([settings.COUNTERSIGN_DEMO_CONNECTORS], environ=environ)
+    assert {tool.name for tool in demo} == SANDBOX_TOOL_NAMES
 
 
 def test_sandbox_urls_are_mounted_only_while_it_is_enabled(sandbox_enabled, client):

@@ -8,19 +8,33 @@ import pytest
 from runs.execution.worker import process_action
 from runs.models import Action
 from runs.services import lease_claim
-from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
-from runs.tools.sandbox import TicketClose
+from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.registry import registered
+from tests.registry import connector_tools, registered
 
 pytestmark = pytest.mark.django_db
 
+# The ticket desk's close, declared with a short retry window of its own.
+IMPATIENT_CLOSE = """
+[connectors.ticket]
+kind = "http"
+base_url = "${COUNTERSIGN_SANDBOX_URL}"
 
-class ImpatientClose(TicketClose):
-    """The ticket desk's close, declared with a short retry window of its own."""
+[connectors.ticket.tools.close_impatiently]
+contract_version = "v1"
+effect_class = "idempotent"
+target_schema = { type = "string", pattern = "^ticket-[1-9][0-9]{0,8}$" }
+path = "tickets/{target}/close"
+body = { args = "{args}" }
+idempotency_header = "Idempotency-Key"
+receipt = { id = "{/receipt_id}", digest = "{/intent_digest}", key = "{/idempotency_key}" }
+retry = { max_attempts = { transient = 2 }, base_delay = 0.0, max_delay = 0.0 }
 
-    name = "ticket.close_impatiently"
-    retry_policy = RetryPolicy(max_attempts={"transient": 2}, base_delay=0.0, max_delay=0.0)
+[connectors.ticket.tools.close_impatiently.args_schema]
+type = "object"
+properties = { resolution = { type = "string" } }
+additionalProperties = false
+"""
 
 
 def run_once(action: Action) -> None:
@@ -30,8 +44,10 @@ def run_once(action: Action) -> None:
 
 
 @pytest.fixture
-def impatient_tool():
-    with registered(ImpatientClose()) as tool:
+def impatient_tool(external, tmp_path, settings):
+    environ = {"COUNTERSIGN_SANDBOX_URL": settings.SANDBOX_URL}
+    [tool] = connector_tools(tmp_path, IMPATIENT_CLOSE, environ=environ)
+    with registered(tool):
         yield tool
 
 

@@ -1,0 +1,471 @@
+"""The `http` kind: tools that are requests to a JSON HTTP API.
+
+Connection fields: base_url, headers (each value may hold `${SECRET}`s), timeout
+[connect, read] seconds, status (status code -> class, where the API differs from the
+defaults of runs.tools.http), sign (HMAC-SHA256 of the body for webhook receivers:
+header and secret).
+
+Tool fields: method, path (a template; substituted values are URL-quoted), params (query
+string templates), body (a JSON template), idempotency_header (the header the API
+deduplicates by, e.g. Stripe's Idempotency-Key; absent: the API does not deduplicate),
+receipt (templates over the answer: id, status, version, and digest and key where the API
+echoes them back; without digest the receipt's proof is the key alone), status, query
+(path, params and absent {status, pointer, equals}: the request that finds the receipt
+stored under a key), read (path, params, require {pointer = type}, result template: the
+target's current state). A read_only tool's call is a GET whose answer makes the receipt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import quote
+
+from runs.tools.calls import Timeout, ToolCall, ToolReceipt
+from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, check_template, tool_spec
+from runs.tools.connectors.fields import Fields
+from runs.tools.connectors.templates import (
+    Lookup,
+    TemplateError,
+    call_lookup,
+    check_pointer,
+    is_absent,
+    pointer_lookup,
+    render,
+    resolve_pointer,
+)
+from runs.tools.connectors.tool import ConnectorTool
+from runs.tools.errors import (
+    BusinessRejection,
+    IdempotencyConflict,
+    InvalidArguments,
+    PermissionDenied,
+    ReceiptMismatch,
+    ResultUncertain,
+    ToolError,
+    TransientError,
+)
+from runs.tools.http import (
+    HttpAnswer,
+    check_header_value,
+    encode_body,
+    raise_for_status,
+    read_json,
+    retry_after_seconds,
+    send_read,
+    send_write,
+)
+from runs.tools.retry import RetryPolicy
+
+STATUS_CLASSES = ("transient", "invalid", "conflict", "rejected", "denied", "uncertain")
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
+
+
+@dataclass(frozen=True)
+class Connection:
+    base_url: str
+    headers: dict[str, str]
+    timeout: tuple[float, float] | None
+    status: dict[int, str]
+    sign_header: str | None
+    sign_secret: bytes | None
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    def signed(self, data: bytes) -> dict[str, str]:
+        if self.sign_header is None or self.sign_secret is None:
+            return {}
+        mac = hmac.new(self.sign_secret, data, hashlib.sha256).hexdigest()
+        return {self.sign_header: f"sha256={mac}"}
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request template: method, path, query parameters and body."""
+
+    method: str
+    path: str
+    params: dict[str, Any]
+    body: Any
+
+    def url(self, connection: Connection, lookup: Lookup) -> str:
+        return connection.url(render(self.path, lookup, quote=lambda text: quote(text, safe="")))
+
+    def query(self, lookup: Lookup) -> dict[str, str]:
+        filled = render(self.params, lookup)
+        return {name: str(value) for name, value in filled.items()}
+
+
+def connection(spec: ConnectorSpec, fields: Fields) -> Any:
+    base_url = fields.string("base_url")
+    if not base_url.startswith(("http://", "https://")):
+        raise fields.error("base_url", "must start with http:// or https://")
+    headers = fields.string_map("headers")
+    for name, value in headers.items():
+        try:
+            check_header_value(name, value)
+        except InvalidArguments as error:
+            raise fields.error(f"headers.{name}", spec.secrets.scrub(error.message)) from error
+    sign = fields.table("sign", None)
+    sign_header = sign_secret = None
+    if sign is not None:
+        sign_header = sign.string("header")
+        sign_secret = sign.string("secret").encode()
+        sign.done()
+    shared = Connection(
+        base_url=base_url,
+        headers=headers,
+        timeout=_timeout(fields),
+        status=_status_classes(fields),
+        sign_header=sign_header,
+        sign_secret=sign_secret,
+    )
+
+    def build(label: str, tool_fields: Fields, raw: dict[str, Any]) -> HttpTool:
+        return HttpTool(tool_spec(spec, label, tool_fields, raw), tool_fields, shared)
+
+    return build
+
+
+def _timeout(fields: Fields) -> tuple[float, float] | None:
+    value = fields.raw("timeout", None)
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(
+            isinstance(part, int | float) and not isinstance(part, bool) and part > 0
+            for part in value
+        )
+    ):
+        raise fields.error("timeout", "must be [connect seconds, read seconds], both > 0")
+    return (float(value[0]), float(value[1]))
+
+
+def _status_classes(fields: Fields) -> dict[int, str]:
+    table = fields.table("status", None)
+    if table is None:
+        return {}
+    classes = {}
+    for code in list(table.data):
+        if not code.isdigit() or not 400 <= int(code) <= 599:
+            raise table.error(code, "a status class is set for a 4xx or 5xx code")
+        classes[int(code)] = table.string(code, choices=STATUS_CLASSES)
+    return classes
+
+
+def _request(fields: Fields, tool: ToolSpec, *, method: str, pointers: bool = False) -> Request:
+    request = Request(
+        method=fields.string("method", method, choices=_METHODS),
+        path=fields.string("path"),
+        params=fields.raw("params", {}),
+        body=fields.raw("body", None),
+    )
+    if not isinstance(request.params, dict):
+        raise fields.error("params", "must be a table")
+    for name in ("path", "params", "body"):
+        check_template(fields, name, getattr(request, name), tool.args_schema, pointers=pointers)
+    return request
+
+
+class HttpTool(ConnectorTool):
+    kind = "http"
+
+    def __init__(self, spec: ToolSpec, fields: Fields, connection: Connection) -> None:
+        self.connection = connection
+        read_only = spec.effect_class == "read_only"
+        self.request = _request(fields, spec, method="GET" if read_only else "POST")
+        self.idempotency_header = fields.string("idempotency_header", None)
+        if read_only and self.idempotency_header is not None:
+            raise fields.error("idempotency_header", "a read_only tool sends no idempotency key")
+        self.status = {**connection.status, **_status_classes(fields)}
+        self.receipt = _receipt_templates(fields, spec)
+        query = fields.table("query", None)
+        self.query_request = self.absent = None
+        if query is not None:
+            self.query_request = _request(query, spec, method="GET")
+            self.absent = _absent(query)
+            query.done()
+        read = fields.table("read", None)
+        self.read_request = None
+        if read is not None:
+            self.read_request = _request(read, spec, method="GET")
+            self.read_require = _required_types(read)
+            self.read_result = read.raw("result", None)
+            check_template(read, "result", self.read_result, spec.args_schema, pointers=True)
+            read.done()
+        if connection.timeout is not None:
+            spec = replace(
+                spec,
+                retry_policy=replace(
+                    spec.retry_policy or RetryPolicy(), call_timeout=connection.timeout
+                ),
+            )
+        super().__init__(
+            spec,
+            dedupes_by_key=self.idempotency_header is not None,
+            queryable_by_key=self.query_request is not None,
+            echoes_digest="digest" in self.receipt,
+        )
+
+    # Writes, and a read_only tool's one GET.
+
+    def perform(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
+        lookup = call_lookup(
+            tool=call.tool,
+            target=call.target,
+            args=call.args,
+            key=call.idempotency_key,
+            digest=call.intent_digest,
+        )
+        url = self.request.url(self.connection, lookup)
+        if self.effect_class == "read_only":
+            answer = self._get(self.request, lookup, timeout=timeout)
+            return self._receipt(answer, call, document=read_json(answer), write=False)
+        body = render(self.request.body, lookup) if self.request.body is not None else None
+        data = encode_body(body) if body is not None else None
+        headers = {**self.connection.headers, **self.connection.signed(data or b"")}
+        if self.idempotency_header is not None:
+            check_header_value("idempotency_key", call.idempotency_key)
+            headers[self.idempotency_header] = call.idempotency_key
+        answer = send_write(
+            self.request.method,
+            url,
+            body=None,
+            data=data,
+            timeout=timeout,
+            headers=headers,
+            params=self.request.query(lookup),
+        )
+        self._raise_for_status(answer, write=True)
+        try:
+            document = answer.json()
+        except ValueError as error:
+            raise ResultUncertain(
+                f"HTTP {answer.status} without a usable receipt: {error}",
+                raw_response_hash=answer.raw_response_hash,
+                http_status=answer.status,
+            ) from error
+        return self._receipt(answer, call, document=document, write=True)
+
+    def find(
+        self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None
+    ) -> ToolReceipt | None:
+        assert self.query_request is not None
+        lookup = call_lookup(
+            tool=self.name, target=None, args={}, key=idempotency_key, digest=intent_digest
+        )
+        answer = self._get(self.query_request, lookup, timeout=timeout, raise_errors=False)
+        if self.absent is not None and _matches_absent(answer, self.absent):
+            return None
+        if answer.status == 404:
+            # Not the API's own "no such key" (a wrong base URL?): prove nothing.
+            raise TransientError(f"the query for key {idempotency_key!r} found no such endpoint")
+        self._raise_for_status(answer, write=False)
+        document = read_json(answer)
+        key_echo = self.receipt.get("key")
+        try:
+            receipt = self._build_receipt(
+                answer, document, lookup, digest=intent_digest, key=idempotency_key
+            )
+        except ValueError as error:
+            raise TransientError(f"malformed receipt for {idempotency_key!r}: {error}") from error
+        if key_echo is not None and receipt.idempotency_key != idempotency_key:
+            raise TransientError(f"asked for key {idempotency_key!r}, got another key's receipt")
+        return receipt
+
+    def observe(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
+        if self.read_request is None:
+            return None
+        lookup = call_lookup(tool=self.name, target=target, args={}, key=None, digest=None)
+        answer = self._get(self.read_request, lookup, timeout=timeout)
+        document = read_json(answer)
+        for pointer, kind in self.read_require.items():
+            value = resolve_pointer(document, pointer)
+            if (
+                is_absent(value)
+                or not isinstance(value, kind)
+                or (isinstance(value, bool) and kind is int)
+            ):
+                raise TransientError(
+                    f"malformed answer reading {target!r}: {pointer} is not a {kind.__name__}"
+                )
+        if self.read_result is None:
+            if not isinstance(document, dict):
+                raise TransientError(f"malformed answer reading {target!r}: not an object")
+            return document
+        return render(self.read_result, pointer_lookup(document, lookup))
+
+    # Plumbing.
+
+    def _get(
+        self, request: Request, lookup: Lookup, *, timeout: Timeout, raise_errors: bool = True
+    ) -> HttpAnswer:
+        answer = send_read(
+            request.url(self.connection, lookup),
+            params=request.query(lookup),
+            headers=self.connection.headers,
+            timeout=timeout,
+        )
+        if raise_errors:
+            self._raise_for_status(answer, write=False)
+        return answer
+
+    def _raise_for_status(self, answer: HttpAnswer, *, write: bool) -> None:
+        declared = self.status.get(answer.status)
+        if declared is None:
+            raise_for_status(answer, write=write)
+            return
+        problem_type, detail = answer.problem()
+        message = f"HTTP {answer.status}" + (f" {problem_type}" if problem_type else "")
+        message += f": {detail}" if detail else ""
+        raise _declared_error(declared, message, answer, write=write)
+
+    def _build_receipt(
+        self,
+        answer: HttpAnswer,
+        document: Any,
+        lookup: Lookup,
+        *,
+        digest: str | None,
+        key: str | None,
+    ) -> ToolReceipt:
+        filled = pointer_lookup(document, lookup)
+        values = {name: render(template, filled) for name, template in self.receipt.items()}
+        values = {name: None if is_absent(value) else value for name, value in values.items()}
+        data = {
+            "receipt_id": values["id"],
+            "status": values.get("status", "ok"),
+            "target_version": values.get("version"),
+            "intent_digest": values.get("digest", digest),
+            "idempotency_key": values.get("key", key),
+        }
+        return ToolReceipt.from_response(data, raw_response_hash=answer.raw_response_hash)
+
+    def _receipt(
+        self, answer: HttpAnswer, call: ToolCall, *, document: Any, write: bool
+    ) -> ToolReceipt:
+        lookup = call_lookup(
+            tool=call.tool,
+            target=call.target,
+            args=call.args,
+            key=call.idempotency_key if self.dedupes_by_key else None,
+            digest=call.intent_digest,
+        )
+        try:
+            receipt = self._build_receipt(
+                answer,
+                document,
+                lookup,
+                digest=call.intent_digest,
+                key=call.idempotency_key if self.dedupes_by_key else None,
+            )
+        except (ValueError, TemplateError) as error:
+            if not write:
+                raise TransientError(
+                    f"HTTP {answer.status} without a usable answer: {error}"
+                ) from error
+            raise ResultUncertain(
+                f"HTTP {answer.status} without a usable receipt: {error}",
+                raw_response_hash=answer.raw_response_hash,
+                http_status=answer.status,
+            ) from error
+        if receipt.intent_digest != call.intent_digest:
+            raise ReceiptMismatch(
+                f"the receipt is for intent {receipt.intent_digest}, not {call.intent_digest}",
+                receipt=receipt,
+                http_status=answer.status,
+            )
+        if (
+            self.dedupes_by_key
+            and "key" in self.receipt
+            and receipt.idempotency_key != call.idempotency_key
+        ):
+            raise ReceiptMismatch(
+                f"the receipt names key {receipt.idempotency_key!r}, not {call.idempotency_key!r}",
+                receipt=receipt,
+                http_status=answer.status,
+            )
+        return receipt
+
+
+def _receipt_templates(fields: Fields, spec: ToolSpec) -> dict[str, Any]:
+    table = fields.table("receipt")
+    templates = {"id": table.string("id")}
+    for name in ("status", "version", "digest", "key"):
+        if table.has(name):
+            templates[name] = table.string(name)
+    table.done()
+    for name, template in templates.items():
+        check_template(table, name, template, spec.args_schema, pointers=True)
+    return templates
+
+
+def _absent(fields: Fields) -> tuple[int, str | None, Any] | None:
+    table = fields.table("absent", None)
+    if table is None:
+        return None
+    status = table.integer("status", minimum=200)
+    pointer = table.string("pointer", None)
+    if pointer is not None:
+        try:
+            check_pointer(pointer)
+        except TemplateError as error:
+            raise table.error("pointer", str(error)) from error
+    absent = (status, pointer, table.raw("equals", None))
+    table.done()
+    return absent
+
+
+def _matches_absent(answer: HttpAnswer, absent: tuple[int, str | None, Any]) -> bool:
+    status, pointer, equals = absent
+    if answer.status != status:
+        return False
+    if pointer is None:
+        return True
+    try:
+        document = answer.json()
+    except ValueError:
+        return False
+    return resolve_pointer(document, pointer) == equals
+
+
+def _required_types(fields: Fields) -> dict[str, type]:
+    table = fields.table("require", None)
+    if table is None:
+        return {}
+    required = {}
+    for pointer in list(table.data):
+        try:
+            check_pointer(pointer)
+        except TemplateError as error:
+            raise table.error(pointer, str(error)) from error
+        required[pointer] = _JSON_TYPES[table.string(pointer, choices=tuple(_JSON_TYPES))]
+    return required
+
+
+def _declared_error(declared: str, message: str, answer: HttpAnswer, *, write: bool) -> ToolError:
+    if declared == "transient":
+        return TransientError(
+            message,
+            retry_after=retry_after_seconds(answer.headers.get("Retry-After")),
+            http_status=answer.status,
+        )
+    if declared == "invalid":
+        return InvalidArguments(message, http_status=answer.status)
+    if declared == "conflict":
+        return IdempotencyConflict(message, http_status=answer.status)
+    if declared == "rejected":
+        return BusinessRejection(message, http_status=answer.status)
+    if declared == "denied":
+        return PermissionDenied(message, http_status=answer.status)
+    if write:
+        return ResultUncertain(
+            message, raw_response_hash=answer.raw_response_hash, http_status=answer.status
+        )
+    return TransientError(message, http_status=answer.status)
