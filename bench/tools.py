@@ -20,6 +20,7 @@ from runs.tools.schema import DRAFT_2020_12
 
 class BenchNoop(Tool):
     name = "bench.noop"
+    description = "Does nothing, once per key: Countersign's own path without a round trip."
     needs_approval = True
     dedupes_by_key = True
     # With no external state there is nothing to query: an uncertain outcome (never raised
@@ -58,5 +59,6 @@ class BenchRead(BenchNoop):
     """`bench.read`: the no-op as a read, needing no approval (the long-run measure's reads)."""
 
     name = "bench.read"
+    description = "Reads nothing: the no-op as a read, needing no approval."
     needs_approval = False
     effect_class = "read_only"

@@ -29,15 +29,14 @@ from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import (
     action_status,
     action_with_decisions,
-    approval_overrides,
     completed_action_ids,
     latest_case,
     observation_of_run,
     run_by_id,
     runs_newest_first,
+    tool_catalog,
 )
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
-from runs.tools.registry import all_tools
 
 router = Router(tags=["runs"])
 
@@ -289,13 +288,7 @@ def get_run(request: HttpRequest, run_id: str):
 @get("/tools", response={200: list[schemas.ToolOut], **problems(401, 422)})
 def list_tools(request: HttpRequest):
     """Every tool and contract version; needs_approval as this tenant's policy says."""
-    policies = approval_overrides(tenant=request.auth.tenant)
-    tools = []
-    for tool in all_tools():
-        described = tool.describe()
-        described["needs_approval"] = policies.get(tool.name, described["needs_approval"])
-        tools.append(described)
-    return tools
+    return tool_catalog(tenant=request.auth.tenant)
 
 
 @post(

@@ -148,6 +148,16 @@ class ToolOut(Schema):
     queryable_by_key: bool
     effect_class: str
     compensation: str | None
+    echoes_digest: bool = Field(
+        description="The system echoes the intent digest in its receipts; else a receipt's "
+        "proof is the idempotency key alone (or, with no key stored either, the answer alone)."
+    )
+    connector: str
+    kind: str = Field(description="How the tool is defined: http, mcp, smtp or python.")
+    description: str
+    capabilities: list[str] = Field(
+        description="What a person deciding about its intents should know, in words."
+    )
     target_schema: dict[str, Any]
     args_schema: dict[str, Any]
 

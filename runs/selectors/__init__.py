@@ -19,6 +19,7 @@ from runs.selectors.core import (
     run_by_id,
     run_effects_report,
     runs_newest_first,
+    tool_catalog,
 )
 from runs.selectors.ledger import (
     LEDGER_PAGE_SIZE,
@@ -81,5 +82,6 @@ __all__ = [
     "run_effects_report",
     "run_page",
     "runs_newest_first",
+    "tool_catalog",
     "tool_policies",
 ]

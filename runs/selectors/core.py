@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
@@ -18,7 +19,7 @@ from runs.models import (
     ToolPolicy,
 )
 from runs.tools.errors import UnsupportedTool
-from runs.tools.registry import get_tool
+from runs.tools.registry import all_tools, get_tool
 
 
 def run_by_id(run_id: str, *, tenant=None) -> Run | None:
@@ -149,3 +150,15 @@ def observation_of_run(observation_id, *, run: Run) -> Observation | None:
 def approval_overrides(*, tenant: Tenant) -> dict[str, bool]:
     """needs_approval per tool where the tenant set a policy (the tool's default elsewhere)."""
     return dict(ToolPolicy.objects.filter(tenant=tenant).values_list("tool", "needs_approval"))
+
+
+def tool_catalog(*, tenant: Tenant) -> list[dict[str, Any]]:
+    """Every tool at every contract version as Tool.describe() says, with needs_approval as
+    this tenant's policy says: what GET /api/v1/tools and the tools page show (one query)."""
+    policies = approval_overrides(tenant=tenant)
+    catalog = []
+    for tool in all_tools():
+        described = tool.describe()
+        described["needs_approval"] = policies.get(tool.name, described["needs_approval"])
+        catalog.append(described)
+    return catalog

@@ -46,6 +46,10 @@ class Tool(ABC):
     # Does the external system echo (and so prove) the intent digest in its receipt? When it
     # cannot store it, the receipt's proof is the idempotency key alone.
     echoes_digest: ClassVar[bool] = True
+    # How the tool is defined: a class of its own, or a connector file's kind (http, mcp...).
+    kind: ClassVar[str] = "python"
+    # One line for the people who approve and reconcile its intents.
+    description: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -72,8 +76,14 @@ class Tool(ABC):
             return ["read only: changes nothing"]
         said = ["dedupes by key" if self.dedupes_by_key else "a resend is a second effect"]
         said.append("can be queried by key" if self.queryable_by_key else "cannot be queried")
-        if not self.echoes_digest:
+        if self.echoes_digest:
+            return said
+        if self.dedupes_by_key or self.queryable_by_key:
             said.append("the receipt's proof is the key alone")
+        else:
+            # No key is stored and no digest comes back: once the answer is lost, nothing
+            # outside ties an effect to this intent.
+            said.append("the receipt's proof is the answer alone")
         return said
 
     def definition(self) -> dict[str, Any]:
@@ -174,6 +184,8 @@ class Tool(ABC):
             "compensation": self.compensation,
             "echoes_digest": self.echoes_digest,
             "connector": self.connector,
+            "kind": self.kind,
+            "description": self.description,
             "capabilities": self.capabilities(),
             "target_schema": copy.deepcopy(self.target_schema),
             "args_schema": copy.deepcopy(self.args_schema),

@@ -130,3 +130,11 @@ def test_tools_list_names_versions_approval_and_argument_schemas(api):
     assert close["args_schema"]["additionalProperties"] is False
     # This tenant's policy, not the tool's default.
     assert tools["notify.send"]["needs_approval"] is False
+    assert (close["connector"], close["kind"]) == ("ticket", "http")
+    assert close["capabilities"] == ["dedupes by key", "can be queried by key"]
+    assert close["echoes_digest"] is True
+    assert close["description"] == "Close a ticket, with an optional resolution."
+    assert tools["notify.send"]["capabilities"] == [
+        "a resend is a second effect",
+        "cannot be queried",
+    ]

@@ -38,6 +38,8 @@ class ConnectorTool(Tool):
     ) -> None:
         self.spec = spec
         self.name = spec.name  # type: ignore[misc]
+        self.kind = spec.connector.kind  # type: ignore[misc]
+        self.description = spec.description  # type: ignore[misc]
         self.contract_version = spec.contract_version  # type: ignore[misc]
         self.effect_class = spec.effect_class  # type: ignore[misc]
         self.needs_approval = spec.needs_approval  # type: ignore[misc]
@@ -70,13 +72,6 @@ class ConnectorTool(Tool):
 
     def definition(self) -> dict[str, Any]:
         return self.spec.meaning
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            **super().describe(),
-            "kind": self.spec.connector.kind,
-            "description": self.spec.description,
-        }
 
     # The external system, scrubbed of secrets.
 
