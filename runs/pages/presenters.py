@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from typing import Any
 
 from django.http import HttpRequest
 from django.utils import timezone
@@ -35,6 +36,37 @@ class Outcome:
     title: str
     detail: str = ""
     diff: list = field(default_factory=list)
+
+
+@dataclass
+class CatalogEntry:
+    """One tool at one contract version on the tools page: `tool` is its catalog entry
+    (Tool.describe() with this tenant's needs_approval, from selectors.tool_catalog)."""
+
+    tool: dict[str, Any]
+
+    @property
+    def anchor(self) -> str:
+        return f"tool-{self.tool['name'].replace('.', '-')}-{self.tool['contract_version']}"
+
+    @property
+    def proof(self) -> str:
+        """What ties a receipt to its intent."""
+        if self.tool["effect_class"] == "read_only":
+            return "none needed: a read changes nothing"
+        if self.tool["echoes_digest"]:
+            return "the digest, echoed"
+        if self.tool["dedupes_by_key"] or self.tool["queryable_by_key"]:
+            return "the key alone"
+        return "the answer alone"
+
+    @cached_property
+    def target_schema_json(self) -> str:
+        return pretty_json(self.tool["target_schema"])
+
+    @cached_property
+    def args_schema_json(self) -> str:
+        return pretty_json(self.tool["args_schema"])
 
 
 class IntentText:

@@ -1,11 +1,12 @@
-"""Operator pages of runs: the inbox, the run pages and tool policies (at the site root)."""
+"""Operator pages of runs: the inbox, the run pages, the tools and their policies (at the
+site root)."""
 
 from __future__ import annotations
 
 from django.urls import path
 
 from control.web import tenant_switch
-from runs.pages import inbox, policies, run_pages
+from runs.pages import catalog, inbox, policies, run_pages
 
 urlpatterns = [
     path("inbox/", inbox.inbox, name="inbox"),
@@ -27,6 +28,7 @@ urlpatterns = [
         run_pages.action_give_up,
         name="action_give_up",
     ),
+    path("tools/", catalog.tool_list, name="tool_list"),
     path("policies/", policies.tool_policies, name="tool_policies"),
     path("tenant/", tenant_switch, name="tenant_switch"),
 ]

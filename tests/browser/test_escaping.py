@@ -61,6 +61,7 @@ def test_hostile_text_renders_escaped_and_no_dialog_fires(page):
         f"/runs/{rejected.run_id}/",
         f"/runs/{uncertain.run_id}/",
         "/receipts/",
+        "/tools/",
         "/reconciliation/",
         f"/reconciliation/{case.pk}/",
     ]

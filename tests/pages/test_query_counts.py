@@ -9,6 +9,8 @@ import pytest
 from django.urls import reverse
 
 from runs.selectors import PAGE_SIZE
+from runs.services import tool_policy_set
+from runs.tools.registry import all_tools
 from tests.factories import make_action, make_observation, make_run
 from tests.pages.conftest import make_waiting
 
@@ -18,6 +20,7 @@ pytestmark = pytest.mark.django_db
 INBOX_QUERIES = 8
 RUN_LIST_QUERIES = 5
 RUN_PAGE_QUERIES = 11
+TOOL_LIST_QUERIES = 4  # the tenant's tool policies, in one
 
 
 def add_waiting(tenant, count: int) -> None:
@@ -100,3 +103,25 @@ def test_the_run_page_costs_the_same_queries_with_500_events_as_with_5(
         page = operator_client.get(reverse("run_detail", args=[other.pk])).content.decode()
 
     assert page.count('<span class="seq">') == 100
+
+
+def test_the_tools_page_reads_every_policy_in_one_query(
+    operator_client, tenant, django_assert_num_queries
+):
+    with django_assert_num_queries(TOOL_LIST_QUERIES):
+        operator_client.get(reverse("tool_list"))
+
+    for tool in all_tools():
+        tool_policy_set(
+            tenant=tenant,
+            tool=tool.name,
+            needs_approval=False,
+            four_eyes=False,
+            required_approvals=1,
+            approval_seconds=600,
+            actor="tests",
+        )
+    with django_assert_num_queries(TOOL_LIST_QUERIES):
+        page = operator_client.get(reverse("tool_list")).content.decode()
+
+    assert page.count("data-needs-approval>no<") == len(all_tools())

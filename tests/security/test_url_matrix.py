@@ -64,6 +64,7 @@ PAGES = {
     "run_cancel": Rule(get=DECIDERS, post=DECIDERS, obj="run"),
     "action_retry_now": Rule(get=None, post=DECIDERS, obj="write"),
     "action_give_up": Rule(get=None, post=DECIDERS, obj="write"),
+    "tool_list": Rule(get=DECIDERS, post=None),
     "tool_policies": Rule(get=frozenset({"admin"}), post=frozenset({"admin"})),
     "tenant_switch": Rule(get=None, post=ALL),
     "receipt_ledger": Rule(get=AUDITORS, post=None),
