@@ -28,9 +28,7 @@ from reconciliation.models import ReconciliationCase
 from runs.exceptions import RunsError
 from runs.execution.saga import COMPENSATION_PREFIX
 from runs.models import Attempt
-from runs.pages.presenters import ActionView
-from runs.tools.errors import ToolError
-from runs.tools.registry import get_tool
+from runs.pages.presenters import ActionView, IntentText
 
 CASES = "reconciliation/case_list.html"
 CASE = "reconciliation/case_detail.html"
@@ -197,7 +195,7 @@ def _milliseconds(delta: timedelta) -> int:
 
 
 @dataclass
-class CaseView:
+class CaseView(IntentText):
     """One case as the reconciler judges it; every value a template needs, computed here."""
 
     detail: selectors.CaseDetail
@@ -216,12 +214,9 @@ class CaseView:
     def run(self):
         return self.case.run
 
-    @cached_property
+    @property
     def tool(self):
-        try:
-            return get_tool(self.action.tool, self.action.contract_version)
-        except ToolError:
-            return None
+        return self.tool_text.tool
 
     @property
     def dedupes(self) -> bool:
@@ -234,10 +229,6 @@ class CaseView:
     @property
     def reason_label(self) -> str:
         return selectors.REASONS.get(self.case.reason_kind, self.case.reason)
-
-    @cached_property
-    def args_json(self) -> str:
-        return pretty_json(self.action.args)
 
     @cached_property
     def findings(self) -> list[Finding]:

@@ -18,7 +18,11 @@ from runs.exceptions import CheckpointError, GrantMismatch, RunsError
 from runs.models import Action, Approval, Run, RunEvent
 from runs.pages.lookalikes import Lookalike, lookalikes
 from runs.record.checkpoints import checkpoint_verify
+from runs.tools.base import Tool
+from runs.tools.errors import ToolError
+from runs.tools.registry import get_tool
 
+NOT_CONFIGURED = "tool not configured on this server"
 MISSING_BINDING = (
     "The form did not carry the digest and state version you saw, so nothing was decided. "
     "Reload the inbox and look again."
@@ -36,6 +40,41 @@ class Outcome:
     title: str
     detail: str = ""
     diff: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolText:
+    """An intent's tool as the person deciding about it reads it: its connector and kind, and
+    what it declares in words ("ticket · http — dedupes by key, can be queried by key").
+    The registry is in memory: no query. A tool no longer configured says so."""
+
+    name: str
+    tool: Tool | None
+
+    @classmethod
+    def of(cls, name: str, contract_version: str) -> ToolText:
+        try:
+            return cls(name, get_tool(name, contract_version))
+        except ToolError:
+            return cls(name, None)
+
+    @property
+    def source(self) -> str:
+        return f"{self.tool.connector} · {self.tool.kind}" if self.tool else ""
+
+    @property
+    def phrases(self) -> list[str]:
+        if self.tool is None:
+            return []
+        said = self.tool.capabilities()
+        if self.tool.compensation:
+            said.append(f"undone by {self.tool.compensation}")
+        return said
+
+    def __str__(self) -> str:
+        if self.tool is None:
+            return NOT_CONFIGURED
+        return f"{self.source} — {', '.join(self.phrases)}"
 
 
 @dataclass
@@ -70,9 +109,13 @@ class CatalogEntry:
 
 
 class IntentText:
-    """The intent's target and arguments as shown, with their look-alike warnings."""
+    """The intent's tool, target and arguments as shown, with their look-alike warnings."""
 
     action: Action
+
+    @cached_property
+    def tool_text(self) -> ToolText:
+        return ToolText.of(self.action.tool, self.action.contract_version)
 
     @cached_property
     def args_json(self) -> str:

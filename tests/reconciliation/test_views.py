@@ -286,9 +286,38 @@ def test_the_case_page_shows_the_frozen_intent_escaped_its_attempts_and_every_pr
     assert page.count('<li id="finding-') == 3
     assert "this tool cannot be queried by key" in page
     assert "transient: could not read" in page
-    assert "does <strong>not</strong> deduplicate" in page
+    assert "notify · http — a resend is a second effect, cannot be queried" in page
     assert "declares no compensation" in page
     assert "case.open" in page
+
+
+def test_the_case_page_says_the_intents_connector_and_what_its_tool_declares(
+    reconciler_client, tenant
+):
+    case = open_case(
+        tenant, tool="payment.charge", target="cus_42", args={"amount_cents": 5, "currency": "EUR"}
+    )
+
+    page = reconciler_client.get(case_url(case)).content.decode()
+
+    assert (
+        "payment · http — dedupes by key, can be queried by key, undone by payment.refund" in page
+    )
+
+
+def test_a_case_whose_tool_is_no_longer_configured_says_so_instead_of_failing(
+    reconciler_client, tenant, settings
+):
+    case = open_case(tenant)
+    settings.SANDBOX_ENABLED = False
+
+    response = reconciler_client.get(case_url(case))
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "tool not configured on this server" in page
+    assert "a resend is a second effect" not in page
+    assert 'id="resolve-compensate"' not in page
 
 
 def test_the_case_page_shows_the_runs_other_effects_with_their_receipts(reconciler_client, tenant):
