@@ -74,7 +74,13 @@ class Tool(ABC):
         """What a person deciding about or reconciling this tool's intent should know, in words."""
         if self.effect_class == "read_only":
             return ["read only: changes nothing"]
-        said = ["dedupes by key" if self.dedupes_by_key else "a resend is a second effect"]
+        if self.dedupes_by_key:
+            said = ["dedupes by key"]
+        elif self.effect_class == "idempotent":
+            # Idempotent by nature (closing a closed issue): no key needed for a resend.
+            said = ["a resend changes nothing more"]
+        else:
+            said = ["a resend is a second effect"]
         said.append("can be queried by key" if self.queryable_by_key else "cannot be queried")
         if self.echoes_digest:
             return said

@@ -1,0 +1,149 @@
+"""docs/CONNECTORS.md cannot rot: every TOML example on it loads (with the variables it names
+set), the tools it defines say what the page says they say, and the python connector's example
+class passes the contract test the page shows for it."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runs.pages.presenters import ToolText
+from runs.tools.calls import ToolReceipt
+from runs.tools.connectors.definition import load_file
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "CONNECTORS.md"
+VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", DOC.read_text(), re.S | re.M)
+
+
+def python_block(first_line: str) -> str:
+    (source,) = [block for block in blocks("python") if block.startswith(first_line)]
+    return source
+
+
+def environment(text: str, directory: Path) -> dict[str, str]:
+    """A value for every ${VAR} the example names: a URL, a file, or a secret."""
+    values = {}
+    for name in set(VARIABLE.findall(text)):
+        if name.endswith("_URL"):
+            values[name] = f"https://{name.lower().replace('_', '-')}.example/"
+        elif name.endswith("_PATH"):
+            values[name] = str(directory / name.lower())
+        else:
+            values[name] = f"secret-{name.lower()}"
+    return values
+
+
+def load(text: str, directory: Path) -> dict[tuple[str, str], object]:
+    path = directory / "example.toml"
+    path.write_text(text)
+    tools = load_file(str(path), environ=environment(text, directory))
+    return {(tool.name, tool.contract_version): tool for tool in tools}
+
+
+def connector_of(text: str) -> str:
+    return re.search(r"^\[connectors\.([a-z0-9_-]+)\]", text, re.M).group(1)
+
+
+EXAMPLES = blocks("toml")
+
+
+@pytest.fixture
+def journal_connector() -> Iterator[types.ModuleType]:
+    """The page's journal_connector.py, importable under its name."""
+    module = types.ModuleType("journal_connector")
+    code = compile(python_block("# journal_connector.py"), f"{DOC}:journal_connector", "exec")
+    exec(code, module.__dict__)
+    sys.modules["journal_connector"] = module
+    yield module
+    del sys.modules["journal_connector"]
+
+
+def test_the_page_shows_every_kind_of_example():
+    assert [connector_of(text) for text in EXAMPLES] == ["payments", "github", "journal", "tickets"]
+    for kind in ("http", "python", "mcp", "smtp"):
+        assert f"\n## The {kind} kind\n" in DOC.read_text()
+
+
+@pytest.mark.usefixtures("journal_connector")
+@pytest.mark.parametrize("text", EXAMPLES, ids=[connector_of(text) for text in EXAMPLES])
+def test_every_toml_example_loads(text, tmp_path):
+    tools = load(text, tmp_path)
+
+    assert tools
+    assert {name.split(".")[0] for name, _ in tools} == {connector_of(text)}
+
+
+def test_the_payment_example_dedupes_queries_proves_the_digest_and_refunds(tmp_path):
+    (payments,) = [text for text in EXAMPLES if connector_of(text) == "payments"]
+    tools = load(payments, tmp_path)
+    charge = tools[("payments.charge", "v1")]
+
+    assert str(ToolText("payments.charge", charge)) == (
+        "payments · http — dedupes by key, can be queried by key, undone by payments.refund"
+    )
+    assert charge.echoes_digest
+    assert charge.normalize(target=" cus_42 ", args={"amount": 500, "currency": " EUR"}) == (
+        "cus_42",
+        {"amount": 500, "currency": "eur"},
+    )
+    receipt = ToolReceipt(
+        idempotency_key="run:charge:cus_42:v1",
+        intent_digest="sha256:" + "a" * 64,
+        receipt_id="ch_3Nx",
+        target_version=None,
+        status="succeeded",
+        raw_response_hash="sha256:" + "b" * 64,
+    )
+    target, args = charge.compensation_call(
+        receipt=receipt, args={"amount": 500, "currency": "eur"}
+    )
+    assert tools[("payments.refund", "v1")].normalize(target=target, args=args) == (
+        "ch_3Nx",
+        {"amount": 500},
+    )
+
+
+def test_the_issue_example_says_what_having_no_idempotency_key_means(tmp_path):
+    (github,) = [text for text in EXAMPLES if connector_of(text) == "github"]
+    tools = load(github, tmp_path)
+    comment, close = tools[("github.comment", "v1")], tools[("github.close", "v1")]
+
+    assert comment.capabilities() == [
+        "a resend is a second effect",
+        "cannot be queried",
+        "the receipt's proof is the answer alone",
+    ]
+    assert not comment.retry_after_uncertain_allowed
+    assert close.capabilities()[0] == "a resend changes nothing more"
+    assert close.is_satisfied(target="7", args={}, state={"number": 7, "state": "closed"})
+
+
+def test_the_version_example_defines_two_versions_of_one_tool(tmp_path):
+    (tickets,) = [text for text in EXAMPLES if connector_of(text) == "tickets"]
+
+    assert set(load(tickets, tmp_path)) == {("tickets.close", "v1"), ("tickets.close", "v2")}
+
+
+def test_the_journal_example_passes_the_contract_test_the_page_shows(
+    journal_connector, tmp_path, capsys
+):
+    (journal,) = [text for text in EXAMPLES if connector_of(text) == "journal"]
+    (tool,) = load(journal, tmp_path).values()
+    assert isinstance(tool, journal_connector.JournalEntry)
+    source = python_block("# tests/test_journal_connector.py")
+    namespace: dict = {}
+    exec(compile(source, f"{DOC}:test_journal_connector", "exec"), namespace)
+
+    namespace["test_the_journal_keeps_the_tool_contract"](tmp_path)
+
+    claimed = re.search(r"print\(outcome\.line\(\)\)  # (.*) \(\.\.\.\)", source).group(1)
+    assert capsys.readouterr().out.startswith(claimed + " (")
