@@ -148,6 +148,14 @@ class ToolOut(Schema):
     queryable_by_key: bool
     effect_class: str
     compensation: str | None
+    echoes_digest: bool = Field(
+        description="The system echoes the intent digest in its receipt; false: the proof of a "
+        "receipt is the idempotency key alone."
+    )
+    connector: str = Field(description="The connector the tool belongs to (docs/CONNECTORS.md).")
+    kind: str = Field(description="The connector's kind: http, mcp, smtp or python.")
+    description: str
+    capabilities: list[str] = Field(description="What the tool promises, in words.")
     target_schema: dict[str, Any]
     args_schema: dict[str, Any]
 

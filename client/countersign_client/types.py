@@ -53,6 +53,11 @@ class Tool(TypedDict):
     queryable_by_key: bool
     effect_class: str
     compensation: str | None
+    echoes_digest: bool
+    connector: str
+    kind: str
+    description: str
+    capabilities: list[str]
     target_schema: dict[str, Any]
     args_schema: dict[str, Any]
 

@@ -174,6 +174,8 @@ class Tool(ABC):
             "compensation": self.compensation,
             "echoes_digest": self.echoes_digest,
             "connector": self.connector,
+            "kind": "python",
+            "description": (type(self).__doc__ or "").strip().split("\n")[0],
             "capabilities": self.capabilities(),
             "target_schema": copy.deepcopy(self.target_schema),
             "args_schema": copy.deepcopy(self.args_schema),
