@@ -40,7 +40,7 @@ path = "repos/{target}/comments"
 params = { source = "countersign" }
 body = { text = "{args.text}", label = "{args.label}" }
 idempotency_header = "X-Request-Key"
-receipt = { id = "{/comment/id}", status = "created" }
+receipt = { id = "/comment/id", status = "created" }
 query = { path = "requests/{key}", absent = { status = 404 } }
 target_schema = { type = "string", maxLength = 100 }
 
