@@ -4,6 +4,7 @@ a call sends, and how each failure is classified by whether the message content 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -262,3 +263,14 @@ def test_a_header_smuggled_into_the_subject_is_invalid_before_connecting(tmp_pat
     with pytest.raises(InvalidArguments, match="linefeed or carriage return") as caught:
         tool.execute(call, timeout=TIMEOUT)
     assert caught.value.field == "args"
+
+
+def test_the_documented_example_file_loads_and_takes_the_documented_proposal(tmp_path):
+    document = (Path(__file__).resolve().parents[2] / "docs" / "CONNECTORS.md").read_text()
+    section = document.split("## The smtp kind", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    environ = {"SMTP_USERNAME": "countersign", "SMTP_PASSWORD": PASSWORD}
+    [tool] = connector_tools(tmp_path, example, environ=environ)
+    args = {"severity": "warning", "subject": "Disk at 91% on db-2", "body": "Make room."}
+    assert tool.name == "mail.send"
+    assert tool.normalize(target="Ops@Example.com", args=args) == ("ops@example.com", args)
