@@ -115,9 +115,13 @@ KindBuilder = Callable[[ConnectorSpec, Fields], ToolBuilder]
 
 
 def kinds() -> dict[str, KindBuilder]:
-    from runs.tools.connectors import http_kind, python_kind
+    from runs.tools.connectors import http_kind, python_kind, smtp_kind
 
-    return {"http": http_kind.connection, "python": python_kind.connection}
+    return {
+        "http": http_kind.connection,
+        "python": python_kind.connection,
+        "smtp": smtp_kind.connection,
+    }
 
 
 def load_files(paths: list[str], *, environ: Mapping[str, str]) -> list[Any]:
