@@ -115,9 +115,13 @@ KindBuilder = Callable[[ConnectorSpec, Fields], ToolBuilder]
 
 
 def kinds() -> dict[str, KindBuilder]:
-    from runs.tools.connectors import http_kind, python_kind
+    from runs.tools.connectors import http_kind, mcp_kind, python_kind
 
-    return {"http": http_kind.connection, "python": python_kind.connection}
+    return {
+        "http": http_kind.connection,
+        "mcp": mcp_kind.connection,
+        "python": python_kind.connection,
+    }
 
 
 def load_files(paths: list[str], *, environ: Mapping[str, str]) -> list[Any]:
