@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -272,3 +273,16 @@ def test_an_unreachable_url_is_transient_and_its_secret_stays_out_of_the_error(
     message = str(refused.value)
     assert f"127.0.0.1:{closed_port}/mcp?key=${{GIT_TOKEN}}: cannot connect" in message
     assert "s3cret-t0ken" not in message
+
+
+def test_the_documented_example_loads(tmp_path):
+    document = (Path(__file__).resolve().parents[2] / "docs" / "CONNECTORS.md").read_text()
+    section = document[document.index("## The mcp kind") :]
+    example = section[section.index("```toml\n") + 8 : section.index("```\n")]
+    environ = {"GIT_AUTHOR_EMAIL": "agents@example.com"}
+
+    loaded = {tool.name: tool for tool in connector_tools(tmp_path, example, environ=environ)}
+
+    assert set(loaded) == {"git.create_branch", "git.commit", "git.log"}
+    assert loaded["git.commit"].probe.tool == "git_log"
+    assert loaded["git.log"].needs_approval is False
