@@ -20,6 +20,7 @@ declared effect_class decides what an uncertain outcome allows.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,7 @@ class Probe:
 
 def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     shared = Connection(
-        server=_server(fields),
+        server=_server(spec, fields),
         connect_timeout=fields.number("connect_timeout", _DEFAULT_CONNECT_TIMEOUT, minimum=1),
         timeout=fields.number("timeout", _DEFAULT_CALL_TIMEOUT, minimum=1),
     )
@@ -77,7 +78,7 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     return build
 
 
-def _server(fields: Fields) -> Server:
+def _server(spec: ConnectorSpec, fields: Fields) -> Server:
     if fields.has("command") == fields.has("url"):
         both = fields.has("command")
         raise fields.error(
@@ -93,7 +94,11 @@ def _server(fields: Fields) -> Server:
         for name in ("env", "cwd"):
             if fields.has(name):
                 raise fields.error(name, "is for a command; a url server takes headers")
-        return Server(url=url, headers=tuple(sorted(fields.string_map("headers").items())))
+        return Server(
+            url=url,
+            headers=tuple(sorted(fields.string_map("headers").items())),
+            shown=spec.secrets.scrub(url),
+        )
     command = fields.strings("command")
     if not command or not command[0]:
         raise fields.error("command", "must be the program and its arguments, program first")
@@ -103,6 +108,7 @@ def _server(fields: Fields) -> Server:
         command=tuple(command),
         env=tuple(sorted(fields.string_map("env").items())),
         cwd=fields.string("cwd", None),
+        shown=spec.secrets.scrub(shlex.join(command)),
     )
 
 

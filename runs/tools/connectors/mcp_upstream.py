@@ -32,14 +32,11 @@ import shlex
 import threading
 from collections.abc import Coroutine
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# JSON-RPC errors by which a server refuses a request without running it.
-_REFUSING_CODES = (-32602, -32601)
-_REQUEST_TIMEOUT = -32001
 # How long the worker's thread waits for the loop beyond the call's own bounds.
 _LOOP_GRACE_SECONDS = 5.0
 _MAX_LISTING_PAGES = 100
@@ -74,8 +71,12 @@ class Server:
     cwd: str | None = None
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    # How messages and logs name it: the connector passes it with its secrets scrubbed.
+    shown: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.shown:
+            return self.shown
         return self.url if self.url is not None else shlex.join(self.command)
 
     async def enter(self, stack: AsyncExitStack, connect_timeout: float) -> Any:
@@ -117,7 +118,8 @@ def call_tool(
     coroutine = connection.call(
         name, arguments, connect_timeout=connect_timeout, call_timeout=call_timeout
     )
-    return upstreams.run(coroutine, bound=2 * connect_timeout + call_timeout)
+    # A dead connection costs a listing, a new connection and a listing before the call.
+    return upstreams.run(coroutine, bound=3 * connect_timeout + call_timeout)
 
 
 async def list_tools(client: Any) -> list[Any]:
@@ -155,14 +157,16 @@ class _Connection:
         self, name: str, arguments: dict[str, Any], *, connect_timeout: float, call_timeout: float
     ) -> Any:
         from mcp.shared.exceptions import MCPError
+        from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
         client = await self._listing(name, connect_timeout)
         try:
             return await client.call_tool(name, arguments, read_timeout_seconds=call_timeout)
         except MCPError as error:
-            if error.code in _REFUSING_CODES:
+            # The errors by which a server refuses a request without running it.
+            if error.code in (INVALID_PARAMS, METHOD_NOT_FOUND):
                 raise Refused(f"JSON-RPC error {error.code}: {error.message}") from error
-            if error.code == _REQUEST_TIMEOUT:
+            if error.code == REQUEST_TIMEOUT:
                 # The server may still be working on it; the next listing shows if it is stuck.
                 raise Lost(f"no answer within {call_timeout:g} s") from error
             self._drop(client)
