@@ -5,6 +5,8 @@ call that may or may not have reached the server is classified (real processes k
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -120,6 +122,19 @@ SERVER = f'command = ["{sys.executable}", "-m", "mcp_server_git"]'
             "its connector's connect_timeout and timeout",
         ),
         (SERVER, 'upstream = "git_log"', "tool 'branch', field 'upstream': is not a known field"),
+    ],
+    ids=[
+        "no-server",
+        "command-and-url",
+        "empty-command",
+        "ftp-url",
+        "env-with-url",
+        "zero-timeout",
+        "target-in-args",
+        "probe-placeholder",
+        "satisfied-without-probe",
+        "retry-call-timeout",
+        "unknown-field",
     ],
 )
 def test_a_definition_is_refused_with_the_place_and_the_reason(tmp_path, connection, tool, message):
@@ -286,3 +301,46 @@ def test_the_documented_example_loads(tmp_path):
     assert set(loaded) == {"git.create_branch", "git.commit", "git.log"}
     assert loaded["git.commit"].probe.tool == "git_log"
     assert loaded["git.log"].needs_approval is False
+
+
+@pytest.fixture
+def git_server_over_http(closed_port):
+    """mcp-server-git's own server served over Streamable HTTP; its URL."""
+    serve = (
+        "from mcp_server_git.server import create_server; "
+        f"create_server(None).run(transport='streamable-http', port={closed_port})"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", serve], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", closed_port)) == 0:
+                break
+        assert process.poll() is None, "the server exited"
+        assert time.monotonic() < deadline, "the server never listened"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{closed_port}/mcp"
+    process.kill()
+    process.wait(timeout=10)
+
+
+def test_over_streamable_http_a_commit_is_made_then_a_dying_server_is_uncertain_then_gone(
+    tmp_path, repository, git_server_over_http
+):
+    connection = f'url = "{git_server_over_http}"\nheaders = {{ Authorization = "Bearer x" }}'
+    text = re.sub(r"^command = .*$", connection, GIT_CONNECTOR, flags=re.MULTILINE)
+    commit = {tool.name: tool for tool in connector_tools(tmp_path, text)}["git.commit"]
+    stage_file(repository, "one.txt")
+    commit.execute(call_for(commit, str(repository), {"message": "one"}), timeout=TIMEOUT)
+    stage_file(repository, "two.txt")
+    install_hook(repository, "post-commit", "kill -9 $PPID")
+
+    with pytest.raises(ResultUncertain, match="was sent and may have been applied"):
+        commit.execute(call_for(commit, str(repository), {"message": "two"}), timeout=TIMEOUT)
+    with pytest.raises(TransientError, match="cannot connect") as gone:
+        commit.execute(call_for(commit, str(repository), {"message": "three"}), timeout=TIMEOUT)
+
+    assert "git_commit was not sent" in str(gone.value)
+    assert commits(repository) == ["two", "one", "initial"]
