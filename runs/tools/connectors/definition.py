@@ -115,10 +115,11 @@ KindBuilder = Callable[[ConnectorSpec, Fields], ToolBuilder]
 
 
 def kinds() -> dict[str, KindBuilder]:
-    from runs.tools.connectors import http_kind, python_kind, smtp_kind
+    from runs.tools.connectors import http_kind, mcp_kind, python_kind, smtp_kind
 
     return {
         "http": http_kind.connection,
+        "mcp": mcp_kind.connection,
         "python": python_kind.connection,
         "smtp": smtp_kind.connection,
     }
