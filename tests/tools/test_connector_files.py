@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.tools.connectors.definition import load_files
 from runs.tools.connectors.fields import ConnectorError
+from runs.tools.connectors.files import load_files
 from tests.registry import connector_tools
 
 GOOD_TOOL = """

@@ -7,10 +7,12 @@ from __future__ import annotations
 import sys
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from control.canonical import intent_digest
 from runs.tools.calls import ToolCall
-from runs.tools.connectors.definition import load_file
+from runs.tools.connectors.files import load_file
 from runs.tools.connectors.mcp_import import definition_text
 from tests.git_upstream import git, make_repository
 
@@ -81,3 +83,13 @@ def test_an_imported_write_calls_its_upstream_tool(tools, tmp_path):
 def test_a_connector_name_is_checked_before_anything_starts():
     with pytest.raises(ValueError, match="a connector name is lower case"):
         definition_text("Git Tools", GIT_SERVER)
+
+
+def test_the_command_prints_the_definition_and_names_a_server_that_will_not_start(capsys):
+    call_command("connectors", "import-mcp", "git", "--", *GIT_SERVER)
+    printed = capsys.readouterr().out
+    assert printed.startswith("# Connector 'git': the tools of the MCP server")
+    assert "[connectors.git.tools.git_log]" in printed
+
+    with pytest.raises(CommandError, match="could not list the tools of `/nonexistent/server`"):
+        call_command("connectors", "import-mcp", "git", "--", "/nonexistent/server")

@@ -1,13 +1,16 @@
-"""`manage.py connectors check [FILE...]` and `manage.py connectors list`.
+"""`manage.py connectors check [FILE...]`, `connectors list` and
+`connectors import-mcp NAME -- COMMAND...`.
 
 check: loads each file (default: settings.COUNTERSIGN_CONNECTORS, and the demo's while the
 sandbox is enabled) and reports the first problem of each by file, connector, tool and field;
 with the database reachable, also any tool defined differently from its frozen definition.
 list: every tool this server knows, with what it promises.
+import-mcp: starts an MCP server, lists its tools and prints a connector definition to edit.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import ClassVar
 
@@ -17,8 +20,9 @@ from django.db import DatabaseError
 
 from runs.services.definitions import tool_definitions_changed
 from runs.tools.base import Tool
-from runs.tools.connectors.definition import load_files
 from runs.tools.connectors.fields import ConnectorError
+from runs.tools.connectors.files import load_files
+from runs.tools.connectors.mcp_import import definition_text
 from runs.tools.registry import all_tools
 
 _COLUMNS = ("tool", "version", "kind", "effect class", "approval", "dedupes", "query", "proof")
@@ -53,12 +57,21 @@ class Command(BaseCommand):
         check = commands.add_parser("check", help="validate connector files")
         check.add_argument("files", nargs="*", help="default: COUNTERSIGN_CONNECTORS")
         commands.add_parser("list", help="every tool, with its effect class and promises")
+        importer = commands.add_parser(
+            "import-mcp", help="print a definition of an MCP server's tools, to edit"
+        )
+        importer.add_argument("name", help="the connector's name")
+        importer.add_argument(
+            "server_command", nargs=argparse.REMAINDER, help="-- COMMAND... starting the server"
+        )
 
     def handle(self, *args, subcommand, **options):
         if subcommand == "check":
             self.check(options["files"] or _default_files(), verbosity=options["verbosity"])
-        else:
+        elif subcommand == "list":
             self.list()
+        else:
+            self.import_mcp(options["name"], options["server_command"])
 
     def check(self, files: list[str], *, verbosity: int) -> None:
         if not files:
@@ -81,6 +94,13 @@ class Command(BaseCommand):
                 self.stdout.write(self.style.SUCCESS(f"{path}: ok ({names})"))
         if failed:
             raise CommandError(f"{failed} of {len(files)} connector files have problems")
+
+    def import_mcp(self, name: str, command: list[str]) -> None:
+        command = command[1:] if command[:1] == ["--"] else command
+        try:
+            self.stdout.write(definition_text(name, command), ending="")
+        except ValueError as error:
+            raise CommandError(str(error)) from None
 
     def list(self) -> None:
         try:

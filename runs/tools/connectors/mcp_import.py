@@ -21,7 +21,7 @@ import shlex
 from contextlib import AsyncExitStack
 from typing import Any
 
-from runs.tools.connectors.mcp_upstream import Server, list_tools
+from runs.tools.connectors.mcp_upstream import Server, describe_error, list_tools
 
 _CONNECTOR_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -42,7 +42,12 @@ def definition_text(name: str, command: list[str], *, timeout: float = 30.0) -> 
         raise ValueError(f"{name!r}: a connector name is lower case letters, digits, _ and -")
     if not command or not command[0]:
         raise ValueError("the command that starts the server is empty")
-    tools = asyncio.run(_listed(Server(command=tuple(command)), timeout))
+    try:
+        tools = asyncio.run(_listed(Server(command=tuple(command)), timeout))
+    except Exception as error:
+        raise ValueError(
+            f"could not list the tools of `{shlex.join(command)}`: {describe_error(error)}"
+        ) from error
     lines = [
         f"# Connector {name!r}: the tools of the MCP server `{shlex.join(command)}`.",
         "# Before use: give each write its target (target_argument, target_schema) and a probe,",

@@ -135,7 +135,7 @@ async def list_tools(client: Any) -> list[Any]:
     raise RuntimeError(f"the tool listing goes on past {_MAX_LISTING_PAGES} pages")
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     """One line for an error, an exception group's first leaf included."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
@@ -173,7 +173,7 @@ class _Connection:
             raise Lost(f"JSON-RPC error {error.code}: {error.message}") from error
         except Exception as error:
             self._drop(client)
-            raise Lost(_describe(error)) from error
+            raise Lost(describe_error(error)) from error
 
     async def _listing(self, name: str, connect_timeout: float) -> Any:
         """A client on a connection just proven alive whose server lists `name`."""
@@ -197,7 +197,7 @@ class _Connection:
                 return client, {tool.name for tool in await list_tools(client)}
         except Exception as error:
             self._drop(client)
-            raise NotSent(f"listing its tools failed: {_describe(error)}") from error
+            raise NotSent(f"listing its tools failed: {describe_error(error)}") from error
 
     def _live(self) -> Any:
         if self.client is not None and self._owner is not None and not self._owner.done():
@@ -218,7 +218,7 @@ class _Connection:
                 self._owner.cancel()
                 raise NotSent(f"no connection within {connect_timeout:g} s") from error
             except Exception as error:
-                raise NotSent(f"cannot connect: {_describe(error)}") from error
+                raise NotSent(f"cannot connect: {describe_error(error)}") from error
             return self.client
 
     async def _own(
@@ -232,7 +232,7 @@ class _Connection:
             if not started.done():
                 started.set_exception(error)
             else:
-                logger.info("the connection to %s ended: %s", self.server, _describe(error))
+                logger.info("the connection to %s ended: %s", self.server, describe_error(error))
 
     def _drop(self, client: Any) -> None:
         """Lets go of a broken connection (not a newer one); its owner closes it."""
