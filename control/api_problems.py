@@ -10,7 +10,8 @@ plus extensions where they help: `rule` and `path` for a body the strict parser 
 - 403: not allowed;
 - 404: no such object for this tenant (another tenant's objects are 404 too, never 403);
 - 409: the state does not allow it now (invalid_transition, stale_state, grant_mismatch,
-  lease conflicts), or the same Idempotency-Key is still in flight;
+  lease conflicts, definition_changed: the server's tool definition changed under the same
+  contract version), or the same Idempotency-Key is still in flight;
 - 422: well-formed JSON that means something invalid (validation_error, invalid_arguments,
   missing_evidence, intent_conflict), or an Idempotency-Key reused with another body;
 - 429: the token is over its request rate (rate_limited) or has too many long-polls waiting
@@ -67,6 +68,9 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ProblemType("lease_busy", 409, "Another worker holds the run"),
         ProblemType("lease_lost", 409, "The run's lease is no longer held"),
         ProblemType("already_exists", 409, "Already exists"),
+        ProblemType(
+            "definition_changed", 409, "The tool's definition changed under its contract version"
+        ),
         ProblemType(
             "idempotency_key_in_flight", 409, "A request with this Idempotency-Key is in flight"
         ),

@@ -21,3 +21,17 @@ timeout = env_int("GUNICORN_TIMEOUT", 60, minimum=1)
 graceful_timeout = 35
 # One line per request on stdout, beside the application's logs on stderr.
 accesslog = "-"
+
+
+def on_starting(server) -> None:
+    """Refuse to serve with connector files that do not load or tools whose definition changed
+    under the same contract version (the `connectors` system check, runs/checks.py)."""
+    import django
+    from django.core.management import call_command
+    from django.db import connections
+
+    django.setup()
+    try:
+        call_command("check", tags=["connectors"])
+    finally:
+        connections.close_all()  # the workers fork from here: share no connection

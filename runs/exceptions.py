@@ -41,6 +41,12 @@ class IntentConflict(RunsError):
     code = "intent_conflict"
 
 
+class DefinitionChanged(RunsError):
+    """A tool's definition differs from the one frozen at its contract version."""
+
+    code = "definition_changed"
+
+
 class InvalidArguments(RunsError):
     code = "invalid_arguments"
 

@@ -184,6 +184,27 @@ class ToolPolicy(models.Model):
         return f"{self.tool} policy for {self.tenant}"
 
 
+class ToolDefinition(models.Model):
+    """A tool's meaning at one contract version, frozen the first time an intent used it:
+    the same (tool, version) must never mean something else (runs.services.definitions)."""
+
+    tool = models.CharField(max_length=64)
+    contract_version = models.CharField(max_length=32)
+    digest = models.CharField(max_length=71)
+    definition = models.JSONField()
+    first_used_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool", "contract_version"], name="tool_definition_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.contract_version} ({self.digest})"
+
+
 class Action(models.Model):
     """A frozen intent. Tool, target, args, key and digest never change after insert;
     "edit and approve" creates a new Action under a derived logical id instead."""

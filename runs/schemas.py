@@ -149,15 +149,13 @@ class ToolOut(Schema):
     effect_class: str
     compensation: str | None
     echoes_digest: bool = Field(
-        description="The system echoes the intent digest in its receipts; else a receipt's "
-        "proof is the idempotency key alone (or, with no key stored either, the answer alone)."
+        description="The system echoes the intent digest in its receipt; false: the proof of a "
+        "receipt is the idempotency key alone."
     )
-    connector: str
-    kind: str = Field(description="How the tool is defined: http, mcp, smtp or python.")
+    connector: str = Field(description="The connector the tool belongs to (docs/CONNECTORS.md).")
+    kind: str = Field(description="The connector's kind: http, mcp, smtp or python.")
     description: str
-    capabilities: list[str] = Field(
-        description="What a person deciding about its intents should know, in words."
-    )
+    capabilities: list[str] = Field(description="What the tool promises, in words.")
     target_schema: dict[str, Any]
     args_schema: dict[str, Any]
 

@@ -19,7 +19,9 @@ APP_SERVICES = ("migrate", "web", "worker", "sweeper")
 HEALTHCHECKED_SERVICES = ("postgres", "redis", "web", "worker")
 UNPUBLISHED_SERVICES = ("postgres", "redis")
 # Documented in .env.example, but for compose's own interpolation: the app never reads them.
-COMPOSE_ONLY_VARIABLES = frozenset({"POSTGRES_PASSWORD", "REDIS_PASSWORD", "WEB_PORT"})
+COMPOSE_ONLY_VARIABLES = frozenset(
+    {"POSTGRES_PASSWORD", "REDIS_PASSWORD", "WEB_PORT", "COUNTERSIGN_CONNECTORS_DIR"}
+)
 # The demo's sandbox and the crash tests' fault points: production refuses them.
 DEMO_ONLY_VARIABLES = frozenset(
     {

@@ -3,7 +3,17 @@ and the bench's no-op and read tools registered for one test."""
 
 from __future__ import annotations
 
+import pytest
+
+from runs.services.definitions import forget_confirmed_definitions
 from tests.processes import redis_queue, sandbox, workers
 from tests.registry import noop_tool, read_tool
 
 __all__ = ["noop_tool", "read_tool", "redis_queue", "sandbox", "workers"]
+
+
+@pytest.fixture(autouse=True)
+def _definitions_confirmed_afresh():
+    """Each test's database starts without frozen tool definitions (they roll back with it),
+    so no process memory may say they were confirmed: query counts stay the same in any order."""
+    forget_confirmed_definitions()

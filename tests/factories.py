@@ -67,7 +67,7 @@ def make_action(
         tool=tool,
         target=target,
         args=args if args is not None else {"resolution": "fixed"},
-        contract_version="v1",
+        contract_version=fields.pop("contract_version", "v1"),
         observation=observation,
         proposed_by=fields.pop("proposed_by", "agent-token"),
         **fields,

@@ -10,7 +10,7 @@ import pytest
 
 from bench.tools import BenchNoop, BenchRead
 from runs.tools.base import Tool
-from runs.tools.connectors.definition import load_files
+from runs.tools.connectors.files import load_files
 from runs.tools.registry import register_tool, unregister_tool
 
 

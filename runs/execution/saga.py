@@ -7,6 +7,7 @@ original reason. A compensation that ends uncertain becomes a reconciliation cas
 other write. One that fails for good is not compensated itself: it opens a case for a person
 (reason `compensation_failed`: undo it by hand, or accept it stays done), the remaining
 compensations go on, and the run ends failed with its original reason and what was not undone.
+A completed step whose tool is no longer configured cannot be judged: the stop reason names it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from runs.services import (
     without,
 )
 from runs.tools.calls import ToolReceipt
+from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import get_tool
 
 Phase = Run.Phase
@@ -32,18 +34,26 @@ def is_compensation(action: Action) -> bool:
     return action.action_id.startswith(COMPENSATION_PREFIX)
 
 
-def _compensable(run: Run) -> list[Action]:
-    """Completed writes of the run that declare a compensation, most recent first."""
+def _completed_steps(run: Run) -> tuple[list[Action], list[Action]]:
+    """The run's completed writes whose tools declare a compensation, most recent first; and
+    those whose tools this server no longer knows, so nobody can tell whether they need undoing."""
     done = (
         run.actions.filter(status=Action.Status.SUCCEEDED)
         .select_related("receipt")
         .order_by("-receipt__created_at")
     )
-    return [
-        a
-        for a in done
-        if not is_compensation(a) and get_tool(a.tool, a.contract_version).compensation
-    ]
+    compensable, unknown = [], []
+    for action in done:
+        if is_compensation(action):
+            continue
+        try:
+            tool = get_tool(action.tool, action.contract_version)
+        except UnsupportedTool:
+            unknown.append(action)
+            continue
+        if tool.compensation:
+            compensable.append(action)
+    return compensable, unknown
 
 
 def step_failed(
@@ -54,8 +64,13 @@ def step_failed(
         _compensation_failed(run, action=action, reason=reason, actor=actor, lease=lease)
         return
     stopped = run.phase in TERMINAL_PHASES
-    queue = [] if stopped else _compensable(run)
-    if not run.plan.get("compensate_on_failure") or not queue:
+    compensating = run.plan.get("compensate_on_failure") and not stopped
+    queue, unknown = _completed_steps(run) if compensating else ([], [])
+    if unknown:
+        # Fail closed: say so where a person reads why the run ended, never guess.
+        steps = ", ".join(f"{a.action_id} ({a.tool} {a.contract_version})" for a in unknown)
+        reason += f" [cannot tell whether {steps} need undoing: not configured on this server]"
+    if not queue:
         _action_failed(
             run, action=action, reason=reason, actor=actor, lease=lease, stop=not stopped
         )

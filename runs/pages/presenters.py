@@ -93,11 +93,7 @@ class CatalogEntry:
         """What ties a receipt to its intent."""
         if self.tool["effect_class"] == "read_only":
             return "none needed: a read changes nothing"
-        if self.tool["echoes_digest"]:
-            return "the digest, echoed"
-        if self.tool["dedupes_by_key"] or self.tool["queryable_by_key"]:
-            return "the key alone"
-        return "the answer alone"
+        return "the digest, echoed" if self.tool["echoes_digest"] else "the key alone"
 
     @cached_property
     def target_schema_json(self) -> str:

@@ -41,6 +41,7 @@ from runs.services.common import (
     outbox_write,
     require_phase,
 )
+from runs.services.definitions import tool_definition_confirm
 from runs.services.runs import run_enforce_limits
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
@@ -97,6 +98,7 @@ def action_propose(
         target, args = adapter.normalize(target=target, args=args)
     except tool_errors.ToolError as error:
         raise InvalidArguments(str(error)) from None
+    tool_definition_confirm(tool=adapter)
     try:
         digest = intent_digest(tool=tool, target=target, args=args)
         idempotency_key(

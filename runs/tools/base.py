@@ -82,14 +82,8 @@ class Tool(ABC):
         else:
             said = ["a resend is a second effect"]
         said.append("can be queried by key" if self.queryable_by_key else "cannot be queried")
-        if self.echoes_digest:
-            return said
-        if self.dedupes_by_key or self.queryable_by_key:
+        if not self.echoes_digest:
             said.append("the receipt's proof is the key alone")
-        else:
-            # No key is stored and no digest comes back: once the answer is lost, nothing
-            # outside ties an effect to this intent.
-            said.append("the receipt's proof is the answer alone")
         return said
 
     def definition(self) -> dict[str, Any]:

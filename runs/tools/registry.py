@@ -24,7 +24,7 @@ import os
 from django.conf import settings
 
 from runs.tools.base import Tool
-from runs.tools.connectors.definition import load_files
+from runs.tools.connectors.files import load_files
 from runs.tools.errors import UnsupportedTool
 
 _REGISTERED: dict[tuple[str, str], Tool] = {}

@@ -24,7 +24,7 @@ SANDBOX_TOOLS = ("ticket.lookup", "ticket.close", "notify.send", "payment.charge
 
 
 class Quote(Tool):
-    """A tool of no system: it stores no key and echoes no digest."""
+    """A tool of no system: it echoes no digest."""
 
     name = "stand.quote"
     needs_approval = True
@@ -127,10 +127,12 @@ def test_the_schemas_are_folded_and_escaped_and_every_contract_version_is_listed
     assert "<b>everything</b>" not in page
     assert "Quotes &lt;b&gt;everything&lt;/b&gt; back, once per key." in page
     quote, by_key = card(page, "stand.quote", "v1"), card(page, "stand.quote", "v2")
-    assert "cannot be queried, the receipt's proof is the answer alone." in quote
-    assert "Proof of a receipt the answer alone" in quote
+    assert (
+        "A resend is a second effect, cannot be queried, the receipt's proof is the key alone."
+        in quote
+    )
+    assert "Proof of a receipt the key alone" in quote
     assert "Dedupes by key, cannot be queried, the receipt's proof is the key alone." in by_key
-    assert "Proof of a receipt the key alone" in by_key
     folded = re.search(
         r'id="tool-ticket-close-v1".*?<details>\s*<summary>Target schema</summary>\s*'
         r'<pre class="json small">(.*?)</pre>\s*</details>\s*<details>\s*'

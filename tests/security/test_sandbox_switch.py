@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.urls import Resolver404, clear_url_caches, resolve
 
 from runs.models import Action
-from runs.tools.connectors.definition import load_files
+from runs.tools.connectors.files import load_files
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import all_tools, get_tool
 from tests.api.conftest import ApiClient, assert_problem, make_token

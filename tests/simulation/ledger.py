@@ -134,7 +134,9 @@ class KeyedTool(SimTool):
             return done[0]  # same key, same intent: the stored receipt, no second effect
         return super()._apply(call)
 
-    def query(self, idempotency_key: str, *, timeout: Timeout) -> ToolReceipt | None:
+    def query(
+        self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None = None
+    ) -> ToolReceipt | None:
         if self.ledger.take(self.name, kinds=("query_transient",)):
             raise TransientError("the receipts endpoint timed out")
         done = self.ledger.applied(idempotency_key)

@@ -14,7 +14,7 @@ import pytest
 
 from runs.pages.presenters import ToolText
 from runs.tools.calls import ToolReceipt
-from runs.tools.connectors.definition import load_file
+from runs.tools.connectors.files import load_file
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "CONNECTORS.md"
 VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -68,7 +68,14 @@ def journal_connector() -> Iterator[types.ModuleType]:
 
 
 def test_the_page_shows_every_kind_of_example():
-    assert [connector_of(text) for text in EXAMPLES] == ["payments", "github", "journal", "tickets"]
+    assert [connector_of(text) for text in EXAMPLES] == [
+        "payments",
+        "github",
+        "journal",
+        "git",
+        "mail",
+        "tickets",
+    ]
     for kind in ("http", "python", "mcp", "smtp"):
         assert f"\n## The {kind} kind\n" in DOC.read_text()
 
@@ -120,7 +127,7 @@ def test_the_issue_example_says_what_having_no_idempotency_key_means(tmp_path):
     assert comment.capabilities() == [
         "a resend is a second effect",
         "cannot be queried",
-        "the receipt's proof is the answer alone",
+        "the receipt's proof is the key alone",
     ]
     assert not comment.retry_after_uncertain_allowed
     assert close.capabilities()[0] == "a resend changes nothing more"

@@ -5,9 +5,7 @@
     [connectors.NAME.tools.TOOL] one tool, named NAME.TOOL: what every tool declares (below)
                                  and what its kind needs to call it
 
-`${VAR}` anywhere expands from the environment when the file is loaded; a missing variable
-is refused with its name and place. `$${` writes a literal `${`. The expanded values are the
-connector's secrets: scrubbed from every error its tools raise (see Secrets).
+Files are read by runs.tools.connectors.files; each kind's module reads its own fields.
 
 What every tool declares (ToolSpec): contract_version, effect_class, needs_approval (default:
 every effect class but read_only), target_schema and args_schema (the JSON Schema subset of
@@ -21,16 +19,13 @@ description, with its connector's kind (see runs.services.definitions).
 
 from __future__ import annotations
 
-import copy
 import re
-import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from runs.tools.connectors.fields import ConnectorError, Fields, Where
+from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import (
     TemplateError,
     check_placeholder,
@@ -49,7 +44,6 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "upper": str.upper,
 }
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-_VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NOT_MEANING = ("retry", "description")
 _SCRUBBED_SHORTER_THAN = 4
 
@@ -112,103 +106,6 @@ class ToolSpec:
 # (label, the tool's fields, the tool's table as written).
 ToolBuilder = Callable[[str, Fields, dict[str, Any]], Any]
 KindBuilder = Callable[[ConnectorSpec, Fields], ToolBuilder]
-
-
-def kinds() -> dict[str, KindBuilder]:
-    from runs.tools.connectors import http_kind, python_kind
-
-    return {"http": http_kind.connection, "python": python_kind.connection}
-
-
-def load_files(paths: list[str], *, environ: Mapping[str, str]) -> list[Any]:
-    """Every tool the files define; ConnectorError at the first problem."""
-    tools: list[Any] = []
-    seen: dict[tuple[str, str], str] = {}
-    for path in paths:
-        for tool in load_file(path, environ=environ):
-            other = seen.get((tool.name, tool.contract_version))
-            if other is not None:
-                raise ConnectorError(
-                    Where(path, tool.connector),
-                    f"{tool.name} {tool.contract_version} is defined twice (also in {other})",
-                )
-            seen[(tool.name, tool.contract_version)] = path
-            tools.append(tool)
-    return tools
-
-
-def load_file(path: str, *, environ: Mapping[str, str]) -> list[Any]:
-    where = Where(str(path))
-    try:
-        with Path(path).open("rb") as handle:
-            document = tomllib.load(handle)
-    except OSError as error:
-        raise ConnectorError(where, f"cannot be read: {error.strerror or error}") from error
-    except tomllib.TOMLDecodeError as error:
-        raise ConnectorError(where, f"is not valid TOML: {error}") from error
-    top = Fields(document, where)
-    connectors = top.table("connectors")
-    top.done()
-    if not connectors.data:
-        raise connectors.error(None, "defines no connector")
-    tools: list[Any] = []
-    for name in list(connectors.data):
-        tools.extend(_load_connector(name, connectors.data[name], where, environ))
-    return tools
-
-
-def _load_connector(
-    name: str, raw: Any, file_where: Where, environ: Mapping[str, str]
-) -> list[Any]:
-    where = Where(file_where.file, connector=name)
-    if not _NAME.fullmatch(name):
-        raise ConnectorError(where, "a connector name is lower case letters, digits, _ and -")
-    secrets = Secrets()
-    data = _expand(copy.deepcopy(raw), where, environ, secrets)
-    fields = Fields(data, where)
-    kind = fields.string("kind", choices=tuple(kinds()))
-    spec = ConnectorSpec(
-        name=name,
-        kind=kind,
-        file=file_where.file,
-        description=fields.string("description", ""),
-        secrets=secrets,
-    )
-    tool_tables = fields.table("tools")
-    build_tool = kinds()[kind](spec, fields)
-    fields.done()
-    if not tool_tables.data:
-        raise tool_tables.error(None, "defines no tool")
-    built = []
-    for label in list(tool_tables.data):
-        tool_where = Where(file_where.file, connector=name, tool=label)
-        tool_fields = Fields(tool_tables.data[label], tool_where)
-        built.append(build_tool(label, tool_fields, raw["tools"][label]))
-        tool_fields.done()
-    return built
-
-
-def _expand(value: Any, where: Where, environ: Mapping[str, str], secrets: Secrets) -> Any:
-    if isinstance(value, dict):
-        return {key: _expand(item, where.at(key), environ, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [
-            _expand(item, where.at(str(index)), environ, secrets)
-            for index, item in enumerate(value)
-        ]
-    if not isinstance(value, str):
-        return value
-
-    def substitute(match: re.Match[str]) -> str:
-        variable = match.group(1)
-        if variable is None:
-            return "${"
-        if variable not in environ:
-            raise ConnectorError(where, f"environment variable {variable} is not set")
-        secrets.names[environ[variable]] = variable
-        return environ[variable]
-
-    return _VARIABLE.sub(substitute, value)
 
 
 def tool_spec(connector: ConnectorSpec, label: str, fields: Fields, raw_table: Any) -> ToolSpec:

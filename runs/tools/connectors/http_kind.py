@@ -8,8 +8,9 @@ header and secret).
 Tool fields: method, path (a template; substituted values are URL-quoted), params (query
 string templates), body (a JSON template), idempotency_header (the header the API
 deduplicates by, e.g. Stripe's Idempotency-Key; absent: the API does not deduplicate),
-receipt (templates over the answer: id, status, version, and digest and key where the API
-echoes them back; without digest the receipt's proof is the key alone), status, query
+receipt (templates over the answer, or bare JSON pointers such as "/id": id, status,
+version, and digest and key where the API echoes them back; without digest the receipt's
+proof is the key alone), status, query
 (path, params and absent {status, pointer, equals}: the request that finds the receipt
 stored under a key), read (path, params, require {pointer = type}, result template: the
 target's current state). A read_only tool's call is a GET whose answer makes the receipt.
@@ -396,14 +397,21 @@ class HttpTool(ConnectorTool):
 
 def _receipt_templates(fields: Fields, spec: ToolSpec) -> dict[str, Any]:
     table = fields.table("receipt")
-    templates = {"id": table.string("id")}
+    templates = {"id": _as_template(table.string("id"))}
     for name in ("status", "version", "digest", "key"):
         if table.has(name):
-            templates[name] = table.string(name)
+            templates[name] = _as_template(table.string(name))
     table.done()
     for name, template in templates.items():
         check_template(table, name, template, spec.args_schema, pointers=True)
     return templates
+
+
+def _as_template(value: str) -> str:
+    """A bare JSON pointer ("/id") is the template "{/id}"; anything else is a template."""
+    if value.startswith("/") and "{" not in value and "}" not in value:
+        return "{" + value + "}"
+    return value
 
 
 def _absent(fields: Fields) -> tuple[int, str | None, Any] | None:

@@ -1,0 +1,142 @@
+"""Connector files are refused with a message that names the file, connector, tool and field,
+and a missing environment variable by its name; nothing half-loaded is ever used."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.tools.connectors.fields import ConnectorError
+from runs.tools.connectors.files import load_files
+from tests.registry import connector_tools
+
+GOOD_TOOL = """
+contract_version = "v1"
+effect_class = "idempotent"
+target_schema = { type = "string", maxLength = 64 }
+path = "items/{target}"
+idempotency_header = "Idempotency-Key"
+receipt = { id = "{/id}" }
+args_schema.type = "object"
+args_schema.properties = { note = { type = "string" } }
+args_schema.additionalProperties = false
+"""
+
+
+def desk(tool: str = GOOD_TOOL, connector: str = 'base_url = "https://desk.example/api"') -> str:
+    return f'[connectors.desk]\nkind = "http"\n{connector}\n\n[connectors.desk.tools.close]\n{tool}'
+
+
+def refusal(tmp_path, text: str, environ: dict | None = None) -> str:
+    with pytest.raises(ConnectorError) as caught:
+        connector_tools(tmp_path, text, environ=environ)
+    return str(caught.value)
+
+
+def test_a_good_file_defines_its_tools_under_the_connectors_name(tmp_path):
+    [tool] = connector_tools(tmp_path, desk())
+    assert (tool.name, tool.contract_version, tool.connector) == ("desk.close", "v1", "desk")
+    assert (tool.dedupes_by_key, tool.queryable_by_key, tool.needs_approval) == (True, False, True)
+
+
+def test_a_missing_environment_variable_is_named_with_its_place(tmp_path):
+    text = desk(
+        connector='base_url = "https://desk.example"\n'
+        'headers = { Authorization = "Bearer ${DESK_TOKEN}" }'
+    )
+    message = refusal(tmp_path, text)
+    assert "connector 'desk'" in message
+    assert "field 'headers.Authorization'" in message
+    assert "environment variable DESK_TOKEN is not set" in message
+
+
+def test_dollar_dollar_writes_a_literal_dollar_brace(tmp_path):
+    tool = GOOD_TOOL.replace('path = "items/{target}"', 'path = "items/$${{target}}"')
+    [loaded] = connector_tools(tmp_path, desk(tool))
+    assert loaded.request.path == "items/${{target}}"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (
+            ('effect_class = "idempotent"', 'effect_class = "maybe"'),
+            "effect_class",
+            "must be one of",
+        ),
+        (('contract_version = "v1"', ""), "contract_version", "is required"),
+        (("maxLength = 64", "format = 'uri'"), "target_schema", "unsupported keywords ['format']"),
+        (("{target}", "{targt}"), "path", "unknown placeholder {targt}"),
+        (('id = "{/id}"', 'id = "{args.color}"'), "receipt.id", "names no argument of args_schema"),
+        (('id = "{/id}"', 'id = "{/a~2b}"'), "receipt.id", "bad ~ escape"),
+        (("receipt =", 'colour = "red"\nreceipt ='), "colour", "is not a known field here"),
+        (
+            ('idempotency_header = "Idempotency-Key"', "idempotency_header = 7"),
+            "idempotency_header",
+            "non-empty string",
+        ),
+    ],
+)
+def test_each_bad_field_is_named_exactly(tmp_path, change, field, words):
+    message = refusal(tmp_path, desk(GOOD_TOOL.replace(*change)))
+    assert str(tmp_path / "connectors.toml") in message
+    assert "connector 'desk', tool 'close'" in message
+    assert f"field '{field}'" in message
+    assert words in message
+
+
+def test_an_unknown_kind_and_a_bad_base_url_are_refused(tmp_path):
+    assert "must be one of" in refusal(tmp_path, desk().replace('kind = "http"', 'kind = "ftp"'))
+    bad_url = desk(connector='base_url = "desk.example"')
+    assert "field 'base_url': must start with http://" in refusal(tmp_path, bad_url)
+
+
+def test_a_file_that_is_not_toml_or_defines_nothing_is_refused(tmp_path):
+    assert "is not valid TOML" in refusal(tmp_path, "[connectors.desk\n")
+    assert "defines no connector" in refusal(tmp_path, "[connectors]\n")
+    assert "defines no tool" in refusal(
+        tmp_path, '[connectors.desk]\nkind = "http"\nbase_url = "http://x"\ntools = {}\n'
+    )
+
+
+def test_the_same_tool_and_version_in_two_files_is_refused(tmp_path):
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text(desk())
+    second.write_text(desk())
+    with pytest.raises(ConnectorError, match=r"desk\.close v1 is defined twice"):
+        load_files([str(first), str(second)], environ={})
+
+
+def test_two_versions_of_one_tool_live_side_by_side(tmp_path):
+    v2 = GOOD_TOOL.replace('"v1"', '"v2"')
+    text = desk() + '\n[connectors.desk.tools.close_v2]\ntool = "close"\n' + v2
+    tools = connector_tools(tmp_path, text)
+    assert sorted((tool.name, tool.contract_version) for tool in tools) == [
+        ("desk.close", "v1"),
+        ("desk.close", "v2"),
+    ]
+    assert tools[0].definition_digest() != tools[1].definition_digest()
+
+
+def test_the_frozen_meaning_leaves_out_connection_and_retry_but_not_the_request(tmp_path):
+    [base] = connector_tools(tmp_path, desk())
+    moved = desk(
+        GOOD_TOOL + "retry = { max_attempts = { transient = 2 } }\n",
+        connector='base_url = "https://elsewhere.example/v2"\ntimeout = [1, 2]',
+    )
+    [elsewhere] = connector_tools(tmp_path, moved)
+    assert elsewhere.definition_digest() == base.definition_digest()
+    [other_path] = connector_tools(tmp_path, desk(GOOD_TOOL.replace("items/", "things/")))
+    assert other_path.definition_digest() != base.definition_digest()
+
+
+def test_a_python_connector_names_a_tool_class_of_that_name(tmp_path):
+    text = (
+        '[connectors.bench]\nkind = "python"\n'
+        '[connectors.bench.tools.noop]\nclass = "bench.tools.BenchNoop"\n'
+    )
+    [tool] = connector_tools(tmp_path, text)
+    assert tool.name == "bench.noop"
+    wrong = text.replace("tools.noop]", "tools.nothing]")
+    assert "is named 'bench.noop', not 'bench.nothing'" in refusal(tmp_path, wrong)
+    missing = text.replace("BenchNoop", "Missing")
+    assert "field 'class': cannot be imported" in refusal(tmp_path, missing)

@@ -1,0 +1,95 @@
+"""import-mcp's definition text, from the reference server mcp-server-git: it loads as
+printed, reads become read_only without approval, writes need approval and are
+not_retriable, args_schema follows inputSchema, and what does not fit is said."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from control.canonical import intent_digest
+from runs.tools.calls import ToolCall
+from runs.tools.connectors.files import load_file
+from runs.tools.connectors.mcp_import import definition_text
+from tests.git_upstream import git, make_repository
+
+GIT_SERVER = [sys.executable, "-m", "mcp_server_git"]
+
+
+@pytest.fixture(scope="module")
+def imported() -> str:
+    return definition_text("git", GIT_SERVER)
+
+
+@pytest.fixture
+def tools(imported, tmp_path):
+    path = tmp_path / "git.toml"
+    path.write_text(imported)
+    return {tool.name: tool for tool in load_file(str(path), environ={})}
+
+
+def test_every_tool_that_fits_loads_reads_without_approval_and_writes_with_it(tools):
+    reads = {"branch", "diff", "diff_staged", "diff_unstaged", "log", "show", "status"}
+    writes = {"checkout", "commit", "create_branch", "reset"}
+    assert set(tools) == {f"git.git_{name}" for name in reads | writes}
+    for name in reads:
+        tool = tools[f"git.git_{name}"]
+        assert (tool.effect_class, tool.needs_approval) == ("read_only", False)
+    for name in writes:
+        tool = tools[f"git.git_{name}"]
+        assert (tool.effect_class, tool.needs_approval) == ("not_retriable", True)
+        assert tool.upstream_tool == f"git_{name}"
+        assert tool.target_argument is None
+
+
+def test_args_schema_follows_the_upstream_input_schema(tools):
+    log = tools["git.git_log"].args_schema
+    assert log["required"] == ["repo_path"]
+    assert log["additionalProperties"] is False
+    assert log["properties"]["max_count"] == {"type": "integer", "title": "Max Count"}
+    # Optional[str] upstream (anyOf string or null): a string that may be left out.
+    assert log["properties"]["start_timestamp"]["type"] == "string"
+    assert log["properties"]["start_timestamp"]["description"].startswith("Start timestamp")
+
+
+def test_a_tool_with_a_required_argument_outside_the_subset_is_printed_commented_out(imported):
+    assert '# not imported: args.files (required) is of type "array"' in imported
+    assert "# [connectors.git.tools.git_add]" in imported
+    assert '# upstream_tool = "git_add"' in imported
+
+
+def test_an_imported_write_calls_its_upstream_tool(tools, tmp_path):
+    repository = make_repository(tmp_path / "repository")
+    branch = tools["git.git_create_branch"]
+    target, args = branch.normalize(
+        target="the repository", args={"repo_path": str(repository), "branch_name": "imported"}
+    )
+    call = ToolCall(
+        tool=branch.name,
+        target=target,
+        args=args,
+        idempotency_key="run-1:step-1:the repository:v1",
+        intent_digest=intent_digest(tool=branch.name, target=target, args=args),
+    )
+
+    branch.execute(call, timeout=(3.05, 10.0))
+
+    assert git(repository, "branch", "--list", "imported").split() == ["imported"]
+
+
+def test_a_connector_name_is_checked_before_anything_starts():
+    with pytest.raises(ValueError, match="a connector name is lower case"):
+        definition_text("Git Tools", GIT_SERVER)
+
+
+def test_the_command_prints_the_definition_and_names_a_server_that_will_not_start(capsys):
+    call_command("connectors", "import-mcp", "git", "--", *GIT_SERVER)
+    printed = capsys.readouterr().out
+    assert printed.startswith("# Connector 'git': the tools of the MCP server")
+    assert "[connectors.git.tools.git_log]" in printed
+
+    with pytest.raises(CommandError, match="could not list the tools of `/nonexistent/server`"):
+        call_command("connectors", "import-mcp", "git", "--", "/nonexistent/server")
