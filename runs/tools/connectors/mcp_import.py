@@ -21,7 +21,7 @@ import shlex
 from contextlib import AsyncExitStack
 from typing import Any
 
-from runs.tools.connectors.mcp_upstream import Server, describe_error, list_tools
+from runs.tools.connectors.mcp_upstream import Server, describe_error, list_tools, run_on_loop
 
 _CONNECTOR_NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -43,7 +43,7 @@ def definition_text(name: str, command: list[str], *, timeout: float = 30.0) -> 
     if not command or not command[0]:
         raise ValueError("the command that starts the server is empty")
     try:
-        tools = asyncio.run(_listed(Server(command=tuple(command)), timeout))
+        tools = run_on_loop(_listed(Server(command=tuple(command)), timeout), bound=timeout)
     except Exception as error:
         raise ValueError(
             f"could not list the tools of `{shlex.join(command)}`: {describe_error(error)}"

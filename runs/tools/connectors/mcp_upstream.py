@@ -276,3 +276,9 @@ def _upstreams() -> _Upstreams:
         if _current is None or _current.pid != os.getpid():
             _current = _Upstreams()
         return _current
+
+
+def run_on_loop(coroutine: Coroutine[Any, Any, Any], *, bound: float) -> Any:
+    """Run coroutine on this process's upstream loop and wait at most bound seconds (more
+    than asyncio.run can: a caller's thread may already run a loop of its own)."""
+    return _upstreams().run(coroutine, bound=bound)
