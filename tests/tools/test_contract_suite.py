@@ -15,8 +15,10 @@ import requests
 from bench.tools import BenchNoop, BenchRead
 from runs.tools.registry import get_tool
 from runs.tools.testing import FAILED, NOT_APPLICABLE, PASSED, ContractSuite, System, report
+from tests.git_upstream import GIT_CONNECTOR, git, make_repository
 from tests.registry import connector_tools
 from tests.sandbox.support import TIMEOUT, effects
+from tests.smtp import Mailbox, connector_file, smtp_server
 
 SANDBOX = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 WRITE_ONLY = {"read_only_needs_no_idempotency", "read_makes_no_effect"}
@@ -95,6 +97,40 @@ def test_the_benchmark_tools_keep_their_contract_and_say_what_went_unchecked():
     assert names(read, NOT_APPLICABLE) == NO_COUNTER | QUERY | {"same_call_twice_one_effect"}
     assert "invalid_args_make_no_effect: no effect counter given" in noop.line()
     assert "query_finds_the_receipt: it cannot be queried by key" in read.line()
+
+
+def test_an_mcp_tool_keeps_its_contract_against_mcp_server_git(tmp_path):
+    repository = make_repository(tmp_path / "repository")
+    tools = {tool.name: tool for tool in connector_tools(tmp_path, GIT_CONNECTOR)}
+    numbers = itertools.count(1)
+    system = System(
+        make_call=lambda: (str(repository), {"branch_name": f"contract-{next(numbers)}"}),
+        count_effects=lambda: len(git(repository, "branch", "--list").split("\n")),
+    )
+
+    outcome = ContractSuite(tools["git.branch"], system).run()
+    print(outcome.line())
+
+    outcome.assert_passed()
+    assert names(outcome, NOT_APPLICABLE) == WRITE_ONLY | QUERY | TWICE
+    assert "write_makes_one_effect" in names(outcome, PASSED)
+
+
+def test_an_smtp_tool_keeps_its_contract_against_a_real_smtp_server(tmp_path):
+    mailbox = Mailbox()
+    numbers = itertools.count(1)
+    system = System(
+        make_call=lambda: (f"ops-{next(numbers)}@example.com", {"subject": "s", "body": "b"}),
+        count_effects=lambda: len(mailbox.messages),
+    )
+    with smtp_server(mailbox) as port:
+        (send,) = connector_tools(tmp_path, connector_file(port))
+        outcome = ContractSuite(send, system).run()
+    print(outcome.line())
+
+    outcome.assert_passed()
+    assert names(outcome, NOT_APPLICABLE) == WRITE_ONLY | QUERY | TWICE
+    assert "invalid_args_make_no_effect" in names(outcome, PASSED)
 
 
 # The suite must catch a tool that breaks its contract.
