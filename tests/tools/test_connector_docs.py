@@ -16,12 +16,13 @@ from runs.pages.presenters import ToolText
 from runs.tools.calls import ToolReceipt
 from runs.tools.connectors.files import load_file
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "CONNECTORS.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "CONNECTORS.md"
 VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```$", DOC.read_text(), re.S | re.M)
+def blocks(language: str, document: Path = DOC) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", document.read_text(), re.S | re.M)
 
 
 def python_block(first_line: str) -> str:
@@ -87,6 +88,16 @@ def test_every_toml_example_loads(text, tmp_path):
 
     assert tools
     assert {name.split(".")[0] for name, _ in tools} == {connector_of(text)}
+
+
+def test_the_readmes_example_loads_as_the_tool_it_describes(tmp_path):
+    (readme,) = blocks("toml", ROOT / "README.md")
+    (close,) = load(readme, tmp_path).values()
+    assert (close.name, close.effect_class, close.dedupes_by_key) == (
+        "desk.close",
+        "idempotent",
+        True,
+    )
 
 
 def test_the_payment_example_dedupes_queries_proves_the_digest_and_refunds(tmp_path):
