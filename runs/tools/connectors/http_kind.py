@@ -22,16 +22,23 @@ import hashlib
 import hmac
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import quote
 
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, check_template, tool_spec
 from runs.tools.connectors.fields import Fields
+from runs.tools.connectors.http_fields import (
+    Request,
+    read_absent,
+    read_receipt_templates,
+    read_request,
+    read_required_types,
+    read_status_classes,
+    read_timeout,
+)
 from runs.tools.connectors.templates import (
     Lookup,
     TemplateError,
     call_lookup,
-    check_pointer,
     is_absent,
     pointer_lookup,
     render,
@@ -60,10 +67,6 @@ from runs.tools.http import (
 )
 from runs.tools.retry import RetryPolicy
 
-STATUS_CLASSES = ("transient", "invalid", "conflict", "rejected", "denied", "uncertain")
-_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-_JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
-
 
 @dataclass(frozen=True)
 class Connection:
@@ -82,23 +85,6 @@ class Connection:
             return {}
         mac = hmac.new(self.sign_secret, data, hashlib.sha256).hexdigest()
         return {self.sign_header: f"sha256={mac}"}
-
-
-@dataclass(frozen=True)
-class Request:
-    """A request template: method, path, query parameters and body."""
-
-    method: str
-    path: str
-    params: dict[str, Any]
-    body: Any
-
-    def url(self, connection: Connection, lookup: Lookup) -> str:
-        return connection.url(render(self.path, lookup, quote=lambda text: quote(text, safe="")))
-
-    def query(self, lookup: Lookup) -> dict[str, str]:
-        filled = render(self.params, lookup)
-        return {name: str(value) for name, value in filled.items()}
 
 
 def connection(spec: ConnectorSpec, fields: Fields) -> Any:
@@ -120,8 +106,8 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     shared = Connection(
         base_url=base_url,
         headers=headers,
-        timeout=_timeout(fields),
-        status=_status_classes(fields),
+        timeout=read_timeout(fields),
+        status=read_status_classes(fields),
         sign_header=sign_header,
         sign_secret=sign_secret,
     )
@@ -132,71 +118,29 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     return build
 
 
-def _timeout(fields: Fields) -> tuple[float, float] | None:
-    value = fields.raw("timeout", None)
-    if value is None:
-        return None
-    if (
-        not isinstance(value, list)
-        or len(value) != 2
-        or not all(
-            isinstance(part, int | float) and not isinstance(part, bool) and part > 0
-            for part in value
-        )
-    ):
-        raise fields.error("timeout", "must be [connect seconds, read seconds], both > 0")
-    return (float(value[0]), float(value[1]))
-
-
-def _status_classes(fields: Fields) -> dict[int, str]:
-    table = fields.table("status", None)
-    if table is None:
-        return {}
-    classes = {}
-    for code in list(table.data):
-        if not code.isdigit() or not 400 <= int(code) <= 599:
-            raise table.error(code, "a status class is set for a 4xx or 5xx code")
-        classes[int(code)] = table.string(code, choices=STATUS_CLASSES)
-    return classes
-
-
-def _request(fields: Fields, tool: ToolSpec, *, method: str, pointers: bool = False) -> Request:
-    request = Request(
-        method=fields.string("method", method, choices=_METHODS),
-        path=fields.string("path"),
-        params=fields.raw("params", {}),
-        body=fields.raw("body", None),
-    )
-    if not isinstance(request.params, dict):
-        raise fields.error("params", "must be a table")
-    for name in ("path", "params", "body"):
-        check_template(fields, name, getattr(request, name), tool.args_schema, pointers=pointers)
-    return request
-
-
 class HttpTool(ConnectorTool):
     kind = "http"
 
     def __init__(self, spec: ToolSpec, fields: Fields, connection: Connection) -> None:
         self.connection = connection
         read_only = spec.effect_class == "read_only"
-        self.request = _request(fields, spec, method="GET" if read_only else "POST")
+        self.request = read_request(fields, spec, method="GET" if read_only else "POST")
         self.idempotency_header = fields.string("idempotency_header", None)
         if read_only and self.idempotency_header is not None:
             raise fields.error("idempotency_header", "a read_only tool sends no idempotency key")
-        self.status = {**connection.status, **_status_classes(fields)}
-        self.receipt = _receipt_templates(fields, spec)
+        self.status = {**connection.status, **read_status_classes(fields)}
+        self.receipt = read_receipt_templates(fields, spec)
         query = fields.table("query", None)
         self.query_request = self.absent = None
         if query is not None:
-            self.query_request = _request(query, spec, method="GET")
-            self.absent = _absent(query)
+            self.query_request = read_request(query, spec, method="GET")
+            self.absent = read_absent(query)
             query.done()
         read = fields.table("read", None)
         self.read_request = None
         if read is not None:
-            self.read_request = _request(read, spec, method="GET")
-            self.read_require = _required_types(read)
+            self.read_request = read_request(read, spec, method="GET")
+            self.read_require = read_required_types(read)
             self.read_result = read.raw("result", None)
             check_template(read, "result", self.read_result, spec.args_schema, pointers=True)
             read.done()
@@ -224,7 +168,7 @@ class HttpTool(ConnectorTool):
             key=call.idempotency_key,
             digest=call.intent_digest,
         )
-        url = self.request.url(self.connection, lookup)
+        url = self.connection.url(self.request.path_for(lookup))
         if self.effect_class == "read_only":
             answer = self._get(self.request, lookup, timeout=timeout)
             return self._receipt(answer, call, document=read_json(answer), write=False)
@@ -308,7 +252,7 @@ class HttpTool(ConnectorTool):
         self, request: Request, lookup: Lookup, *, timeout: Timeout, raise_errors: bool = True
     ) -> HttpAnswer:
         answer = send_read(
-            request.url(self.connection, lookup),
+            self.connection.url(request.path_for(lookup)),
             params=request.query(lookup),
             headers=self.connection.headers,
             timeout=timeout,
@@ -395,41 +339,6 @@ class HttpTool(ConnectorTool):
         return receipt
 
 
-def _receipt_templates(fields: Fields, spec: ToolSpec) -> dict[str, Any]:
-    table = fields.table("receipt")
-    templates = {"id": _as_template(table.string("id"))}
-    for name in ("status", "version", "digest", "key"):
-        if table.has(name):
-            templates[name] = _as_template(table.string(name))
-    table.done()
-    for name, template in templates.items():
-        check_template(table, name, template, spec.args_schema, pointers=True)
-    return templates
-
-
-def _as_template(value: str) -> str:
-    """A bare JSON pointer ("/id") is the template "{/id}"; anything else is a template."""
-    if value.startswith("/") and "{" not in value and "}" not in value:
-        return "{" + value + "}"
-    return value
-
-
-def _absent(fields: Fields) -> tuple[int, str | None, Any] | None:
-    table = fields.table("absent", None)
-    if table is None:
-        return None
-    status = table.integer("status", minimum=200)
-    pointer = table.string("pointer", None)
-    if pointer is not None:
-        try:
-            check_pointer(pointer)
-        except TemplateError as error:
-            raise table.error("pointer", str(error)) from error
-    absent = (status, pointer, table.raw("equals", None))
-    table.done()
-    return absent
-
-
 def _matches_absent(answer: HttpAnswer, absent: tuple[int, str | None, Any]) -> bool:
     status, pointer, equals = absent
     if answer.status != status:
@@ -441,20 +350,6 @@ def _matches_absent(answer: HttpAnswer, absent: tuple[int, str | None, Any]) -> 
     except ValueError:
         return False
     return resolve_pointer(document, pointer) == equals
-
-
-def _required_types(fields: Fields) -> dict[str, type]:
-    table = fields.table("require", None)
-    if table is None:
-        return {}
-    required = {}
-    for pointer in list(table.data):
-        try:
-            check_pointer(pointer)
-        except TemplateError as error:
-            raise table.error(pointer, str(error)) from error
-        required[pointer] = _JSON_TYPES[table.string(pointer, choices=tuple(_JSON_TYPES))]
-    return required
 
 
 def _declared_error(declared: str, message: str, answer: HttpAnswer, *, write: bool) -> ToolError:

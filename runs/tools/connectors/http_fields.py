@@ -1,0 +1,128 @@
+"""Reading the `http` kind's fields: timeouts, status classes, request templates, receipt
+templates, the answer that means "no such key", and the types a read must hold.
+The kind itself (runs.tools.connectors.http_kind) sends and classifies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from runs.tools.connectors.definition import ToolSpec, check_template
+from runs.tools.connectors.fields import Fields
+from runs.tools.connectors.templates import Lookup, TemplateError, check_pointer, render
+
+STATUS_CLASSES = ("transient", "invalid", "conflict", "rejected", "denied", "uncertain")
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+_JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request template: method, path, query parameters and body."""
+
+    method: str
+    path: str
+    params: dict[str, Any]
+    body: Any
+
+    def path_for(self, lookup: Lookup) -> str:
+        """The path with the call's values, each URL-quoted."""
+        return render(self.path, lookup, quote=lambda text: quote(text, safe=""))
+
+    def query(self, lookup: Lookup) -> dict[str, str]:
+        filled = render(self.params, lookup)
+        return {name: str(value) for name, value in filled.items()}
+
+
+def read_timeout(fields: Fields) -> tuple[float, float] | None:
+    value = fields.raw("timeout", None)
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(
+            isinstance(part, int | float) and not isinstance(part, bool) and part > 0
+            for part in value
+        )
+    ):
+        raise fields.error("timeout", "must be [connect seconds, read seconds], both > 0")
+    return (float(value[0]), float(value[1]))
+
+
+def read_status_classes(fields: Fields) -> dict[int, str]:
+    table = fields.table("status", None)
+    if table is None:
+        return {}
+    classes = {}
+    for code in list(table.data):
+        if not code.isdigit() or not 400 <= int(code) <= 599:
+            raise table.error(code, "a status class is set for a 4xx or 5xx code")
+        classes[int(code)] = table.string(code, choices=STATUS_CLASSES)
+    return classes
+
+
+def read_request(fields: Fields, tool: ToolSpec, *, method: str, pointers: bool = False) -> Request:
+    request = Request(
+        method=fields.string("method", method, choices=_METHODS),
+        path=fields.string("path"),
+        params=fields.raw("params", {}),
+        body=fields.raw("body", None),
+    )
+    if not isinstance(request.params, dict):
+        raise fields.error("params", "must be a table")
+    for name in ("path", "params", "body"):
+        check_template(fields, name, getattr(request, name), tool.args_schema, pointers=pointers)
+    return request
+
+
+def read_receipt_templates(fields: Fields, spec: ToolSpec) -> dict[str, Any]:
+    table = fields.table("receipt")
+    templates = {"id": _as_template(table.string("id"))}
+    for name in ("status", "version", "digest", "key"):
+        if table.has(name):
+            templates[name] = _as_template(table.string(name))
+    table.done()
+    for name, template in templates.items():
+        check_template(table, name, template, spec.args_schema, pointers=True)
+    return templates
+
+
+def _as_template(value: str) -> str:
+    """A bare JSON pointer ("/id") is the template "{/id}"; anything else is a template."""
+    if value.startswith("/") and "{" not in value and "}" not in value:
+        return "{" + value + "}"
+    return value
+
+
+def read_absent(fields: Fields) -> tuple[int, str | None, Any] | None:
+    table = fields.table("absent", None)
+    if table is None:
+        return None
+    status = table.integer("status", minimum=200)
+    pointer = table.string("pointer", None)
+    if pointer is not None:
+        try:
+            check_pointer(pointer)
+        except TemplateError as error:
+            raise table.error("pointer", str(error)) from error
+    absent = (status, pointer, table.raw("equals", None))
+    table.done()
+    return absent
+
+
+def read_required_types(fields: Fields) -> dict[str, type]:
+    table = fields.table("require", None)
+    if table is None:
+        return {}
+    required = {}
+    for pointer in list(table.data):
+        try:
+            check_pointer(pointer)
+        except TemplateError as error:
+            raise table.error(pointer, str(error)) from error
+        required[pointer] = _JSON_TYPES[table.string(pointer, choices=tuple(_JSON_TYPES))]
+    return required
