@@ -188,7 +188,8 @@ def _refuse_unsigned(action: Action, differences: list[str], *, worker: str) -> 
 def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPolicy) -> bool:
     """Returns True when the lease was released with the receipt (one commit fewer)."""
     tool = get_tool(action.tool, action.contract_version)
-    if action.attempt_count == 0 and _already_satisfied(action, tool, lease, worker, policy):
+    first = action.attempt_count == 0 and tool.can_be_satisfied()
+    if first and _already_satisfied(action, tool, lease, worker, policy):
         return False
     fault_point("before_send", action_pk=action.pk)
     # The attempt's transaction also renews the lease: a full term for the call.

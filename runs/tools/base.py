@@ -166,6 +166,10 @@ class Tool(ABC):
         """Does state (from read) show the intent's goal already holds?"""
         return False
 
+    def can_be_satisfied(self) -> bool:
+        """Can a read ever show the goal already holds? If not, the worker does not read first."""
+        return type(self).is_satisfied is not Tool.is_satisfied
+
     def compensation_call(
         self, *, receipt: ToolReceipt, args: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:

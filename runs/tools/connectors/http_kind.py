@@ -40,6 +40,7 @@ from runs.tools.connectors.templates import (
     TemplateError,
     call_lookup,
     is_absent,
+    lookup_of,
     pointer_lookup,
     render,
     resolve_pointer,
@@ -161,13 +162,7 @@ class HttpTool(ConnectorTool):
     # Writes, and a read_only tool's one GET.
 
     def perform(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
-        lookup = call_lookup(
-            tool=call.tool,
-            target=call.target,
-            args=call.args,
-            key=call.idempotency_key,
-            digest=call.intent_digest,
-        )
+        lookup = lookup_of(call)
         url = self.connection.url(self.request.path_for(lookup))
         if self.effect_class == "read_only":
             answer = self._get(self.request, lookup, timeout=timeout)

@@ -39,8 +39,8 @@ from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import (
     Lookup,
     TemplateError,
-    call_lookup,
     is_absent,
+    lookup_of,
     placeholders,
     render,
 )
@@ -207,13 +207,7 @@ class SmtpTool(ConnectorTool):
 
     def _content(self, call: ToolCall, sent_id: str) -> bytes:
         """The message as sent after DATA: dot-stuffed and ended by the lone dot."""
-        lookup = call_lookup(
-            tool=call.tool,
-            target=call.target,
-            args=call.args,
-            key=call.idempotency_key,
-            digest=call.intent_digest,
-        )
+        lookup = lookup_of(call)
         message = EmailMessage(policy=_POLICY)
         try:
             message["Message-ID"] = sent_id

@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from runs.tools.calls import ToolCall
+
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _NAME = re.compile(r"(target|key|digest|tool|args(\.[A-Za-z0-9_-]+)*|receipt\.(id|status|version))")
 _ABSENT: Any = object()
@@ -74,6 +76,17 @@ def call_lookup(
         return values[head]
 
     return lookup
+
+
+def lookup_of(call: ToolCall) -> Lookup:
+    """The placeholders of one frozen call, all of them known."""
+    return call_lookup(
+        tool=call.tool,
+        target=call.target,
+        args=call.args,
+        key=call.idempotency_key,
+        digest=call.intent_digest,
+    )
 
 
 def pointer_lookup(document: Any, fallback: Lookup | None = None) -> Lookup:

@@ -106,6 +106,9 @@ class ConnectorTool(Tool):
     def is_satisfied(self, *, target: str, args: dict[str, Any], state: dict[str, Any]) -> bool:
         return satisfied(self.spec.satisfied_when, state)
 
+    def can_be_satisfied(self) -> bool:
+        return self.spec.satisfied_when is not None
+
     def compensation_call(
         self, *, receipt: ToolReceipt, args: dict[str, Any]
     ) -> tuple[str, dict[str, Any]]:
