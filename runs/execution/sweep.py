@@ -21,7 +21,7 @@ from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
 from runs.record.outbox import EXECUTE_JOB, relay
-from runs.selectors import due_action_filter
+from runs.selectors import any_action_due
 from runs.services import (
     approval_expire,
     approval_warn_expiring,
@@ -59,7 +59,7 @@ def sweep_once() -> SweepReport:
     report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
     notifications.requeue_lost()
     report.relayed = relay(OutboxMessage.objects.all())
-    if Action.objects.filter(due_action_filter()).exists():
+    if any_action_due():
         report.drains_enqueued = _enqueue_drains()
     return report
 

@@ -101,18 +101,27 @@ def run_effects_report(run: Run) -> dict:
     return report
 
 
-def due_action_filter() -> Q:
-    """Actions a worker should take now: approved or waiting for a retry whose time has come,
-    or left in flight by a worker whose lease expired (once any query backoff has passed)."""
-    due = Q(
+def ready_actions() -> QuerySet[Action]:
+    """Approved, or waiting for a retry whose time has come: read through the ready-queue
+    partial index (action_ready_queue), however many actions the table holds."""
+    return Action.objects.filter(
         status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT], next_attempt_at__lte=Now()
     )
-    orphaned = (
+
+
+def orphaned_actions() -> QuerySet[Action]:
+    """Left in flight by a worker whose lease expired (or is gone), once any query backoff
+    has passed: read through the in-flight partial index (action_in_flight)."""
+    return Action.objects.filter(
         Q(status=Action.Status.IN_FLIGHT)
         & (Q(run__lease__expires_at__lte=Now()) | Q(run__lease__expires_at__isnull=True))
         & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now()))
     )
-    return due | orphaned
+
+
+def any_action_due() -> bool:
+    """Is any action ready or orphaned now? Two index-backed probes, never a table scan."""
+    return ready_actions().exists() or orphaned_actions().exists()
 
 
 def action_with_decisions(action_pk, *, tenant: Tenant) -> Action | None:

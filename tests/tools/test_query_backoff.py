@@ -9,7 +9,7 @@ from django.db import connection
 from runs.execution import protocol, recovery
 from runs.execution.worker import settle_unknown
 from runs.models import Action
-from runs.selectors import due_action_filter
+from runs.selectors import orphaned_actions
 from runs.services import lease_claim
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
@@ -47,7 +47,7 @@ def test_failing_queries_back_off_then_reach_a_person_with_every_finding(externa
         settle_unknown(action=action, lease=lease, worker=WORKER, policy=DEFAULT_POLICY)
         action.refresh_from_db()
         if action.status == "in_flight":
-            assert not Action.objects.filter(due_action_filter(), pk=action.pk).exists()
+            assert not orphaned_actions().filter(pk=action.pk).exists()
             with connection.cursor() as cursor:
                 # clock_timestamp(): now() is when the test's transaction began.
                 cursor.execute(

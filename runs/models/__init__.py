@@ -1,0 +1,37 @@
+"""Runs and their side effects: events, checkpoints, frozen intents, grants, leases, receipts.
+
+Status fields change only through runs.services; frozen rows (events, intents' identifying
+fields, receipts, checkpoints) are insert-only; events and receipts are so in the database
+itself (a trigger refuses UPDATE and DELETE: migration 0002).
+"""
+
+from __future__ import annotations
+
+from runs.models.intents import (
+    OPEN_ACTION_STATUSES,
+    Action,
+    Approval,
+    Attempt,
+    OutboxMessage,
+    Receipt,
+    ToolDefinition,
+    ToolPolicy,
+)
+from runs.models.runs import TERMINAL_PHASES, Checkpoint, Lease, Observation, Run, RunEvent
+
+__all__ = [
+    "OPEN_ACTION_STATUSES",
+    "TERMINAL_PHASES",
+    "Action",
+    "Approval",
+    "Attempt",
+    "Checkpoint",
+    "Lease",
+    "Observation",
+    "OutboxMessage",
+    "Receipt",
+    "Run",
+    "RunEvent",
+    "ToolDefinition",
+    "ToolPolicy",
+]
