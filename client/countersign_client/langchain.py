@@ -31,7 +31,7 @@ try:
     from langchain_core.runnables import RunnableConfig
     from langgraph.config import get_config
     from langgraph.types import Command, interrupt
-except ImportError as missing:  # pragma: no cover - exercised by tests/client/test_install.py
+except ImportError as missing:  # no [langchain] extra: see tests/client/test_install.py
     raise ImportError(
         "countersign_client.langchain needs LangChain and LangGraph: "
         "pip install 'countersign-client[langchain]'"
@@ -160,6 +160,11 @@ def gate_tool_call(
     except (errors.InvalidArguments, errors.ValidationFailed) as refused:
         # The model's arguments do not fit the tool: tell the model, which can correct them.
         return _message(tool_call, f"Countersign refused this call: {refused.detail}", "error")
+    except errors.Conflict as busy:
+        # A run has one pending write at a time (or it has stopped): another gated call of
+        # the same turn holds it. Nothing was frozen; the model may call again afterwards.
+        text = f"Countersign did not take this call now: {busy.detail}. Nothing was sent."
+        return _message(tool_call, text, "error")
     while True:
         settled = _settled(client, action, wait)
         if settled is not None:

@@ -6,6 +6,8 @@ process, writing to the sandbox over HTTP). No network beyond the live server; n
 from __future__ import annotations
 
 import json
+import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -23,8 +25,9 @@ from runs.execution.worker import process_action
 from runs.models import Action, Observation
 from runs.services import approval_decide, lease_claim
 from sandbox.models import Effect
-from tests.client.conftest import LIVE
+from tests.client.conftest import CLIENT_DIR, LIVE
 from tests.factories import approve, make_user
+from tests.processes import wait_until
 from tests.sandbox.support import set_fault
 
 from countersign_client import Countersign, content_hash  # isort: skip
@@ -238,6 +241,33 @@ def test_arguments_the_tool_refuses_go_back_to_the_model_without_an_intent(cs, s
     assert not Action.objects.filter(run_id=run["id"]).exists()
 
 
+def test_two_gated_calls_in_one_turn_freeze_one_intent_and_tell_the_model_about_the_other(
+    cs, tenant, sandbox
+):
+    run = cs.create_run("close two tickets")
+    both = AIMessage(
+        content="",
+        tool_calls=[
+            *close("ticket-12", "call_a").tool_calls,
+            *close("ticket-13", "call_b").tool_calls,
+        ],
+    )
+    agent = make_agent(cs, run["id"], both)
+
+    paused_on(agent.invoke({"messages": [("user", "close both")]}, THREAD))
+    action = Action.objects.get(run_id=run["id"])
+    approve(action, make_user(tenant, "operator"))
+    execute(action)
+    result = agent.invoke(Command(resume=True), THREAD)
+
+    messages = {m.status: m for m in result["messages"] if isinstance(m, ToolMessage)}
+    assert set(messages) == {"success", "error"}
+    assert messages["success"].artifact["id"] == str(action.pk)
+    assert messages["error"].content.startswith("Countersign did not take this call now:")
+    assert Action.objects.filter(run_id=run["id"]).count() == 1
+    assert Effect.objects.count() == 1
+
+
 def test_gate_tool_call_gates_a_tool_call_inside_a_plain_langgraph_graph(cs, tenant, sandbox):
     run = cs.create_run("close ticket-11")
     gate = GATES["close_ticket"]
@@ -267,3 +297,29 @@ def test_gate_tool_call_gates_a_tool_call_inside_a_plain_langgraph_graph(cs, ten
     assert {seen.content_hash for seen in Observation.objects.filter(run_id=run["id"])} == {
         action.observation.content_hash
     }
+
+
+def test_the_readme_integration_runs_and_prints_the_receipt(cs, tenant, sandbox, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", (CLIENT_DIR / "README.md").read_text(), re.DOTALL)
+    [snippet] = [block for block in blocks if "CountersignMiddleware" in block]
+    run = cs.create_run("close ticket-7 once the customer confirmed the fix")
+    model = ScriptedModel(messages=iter([close("ticket-7"), AIMessage(content="Closed.")]))
+    namespace = {"cs": cs, "run": run, "model": model, "close_ticket": close_ticket}
+    with ThreadPoolExecutor(max_workers=1) as agent:
+        running = agent.submit(exec, snippet, namespace)
+        printed: list[str] = []
+        # Decide only once the agent has paused and printed the inbox link, as a person would.
+        wait_until(
+            lambda: printed.extend(capsys.readouterr().out.splitlines()) or printed,
+            timeout=20,
+            message="the README's agent never paused on its intent",
+        )
+        action = Action.objects.get(run_id=run["id"])
+        assert printed == [f"{cs.api_url.removesuffix('/api/v1')}/inbox/#action-{action.pk}"]
+        approve(action, make_user(tenant, "operator"))
+        execute(action)
+        running.result(timeout=60)
+
+    [outcome] = capsys.readouterr().out.splitlines()
+    assert outcome.startswith("Approved and executed. Receipt: ")
+    assert namespace["done"]["messages"][-1].content == "Closed."
