@@ -21,7 +21,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +114,11 @@ class CountersignMiddleware(AgentMiddleware):
             wait=self.wait,
         )
 
-    async def awrap_tool_call(self, request, handler):
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]],
+    ) -> ToolMessage | Command:
         gate = self.gates.get(request.tool_call["name"])
         if gate is None:
             return await handler(request)

@@ -5,6 +5,7 @@ process, writing to the sandbox over HTTP). No network beyond the live server; n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -184,6 +185,21 @@ def test_a_restarted_agent_resuming_the_thread_finds_the_same_intent(cs, tenant,
     assert message.artifact["id"] == pending["id"]
     assert Action.objects.filter(run_id=run["id"]).count() == 1
     assert Effect.objects.count() == 1
+
+
+def test_an_async_agent_pauses_and_resumes_the_same_way(cs, tenant, sandbox):
+    run = cs.create_run("close ticket-14")
+    agent = make_agent(cs, run["id"], close("ticket-14"))
+
+    paused = asyncio.run(agent.ainvoke({"messages": [("user", "close ticket-14")]}, THREAD))
+    action = Action.objects.get(run_id=run["id"])
+    approve(action, make_user(tenant, "operator"))
+    execute(action)
+    result = asyncio.run(agent.ainvoke(Command(resume=True), THREAD))
+
+    assert paused_on(paused)["id"] == str(action.pk)
+    assert Action.objects.filter(run_id=run["id"]).count() == 1
+    assert answer(result).artifact["receipt"]["idempotency_key"] == action.idempotency_key
 
 
 def test_a_rejection_reaches_the_model_with_the_operators_reason(cs, tenant, sandbox):
