@@ -18,7 +18,7 @@ from typing import Any, ParamSpec
 
 from countersign_client import errors
 from countersign_client.client import Countersign, content_hash
-from countersign_client.types import Receipt
+from countersign_client.types import Action, Receipt
 
 P = ParamSpec("P")
 DEFAULT_TIMEOUT_SECONDS = 24 * 3600.0
@@ -71,7 +71,7 @@ def requires_approval(
             run = intent.run_id or run_id
             if run is None:
                 raise ValueError("give requires_approval a run_id, or set Intent.run_id")
-            action = _propose(client, run, tool, contract_version, intent)
+            action = propose_intent(client, run, tool, contract_version, intent)
             return client.await_receipt(action["id"], timeout=timeout)
 
         return perform
@@ -79,7 +79,11 @@ def requires_approval(
     return decorate
 
 
-def _propose(client: Countersign, run_id: str, tool: str, version: str, intent: Intent):
+def propose_intent(
+    client: Countersign, run_id: str, tool: str, version: str, intent: Intent
+) -> Action:
+    """Records the intent's observation, if any, and proposes the frozen intent."""
+
     def propose(observation_id: str | None):
         return client.propose_action(
             run_id,

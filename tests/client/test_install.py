@@ -1,4 +1,5 @@
-"""The client installs with pip into a fresh venv without Django, and imports there."""
+"""The client installs with pip into a fresh venv without Django (nor LangChain), and imports
+there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ from countersign_client import Countersign, Intent, Observation, requires_approv
 from countersign_client import Rejected, Expired, Uncertain
 assert importlib.util.find_spec("django") is None, "django must not be installed"
 assert "django" not in sys.modules
+# Without the [langchain] extra the integration says what to install.
+assert importlib.util.find_spec("langchain") is None, "langchain must not be installed"
+try:
+    import countersign_client.langchain
+except ImportError as error:
+    assert "countersign-client[langchain]" in str(error), error
+else:
+    raise AssertionError("countersign_client.langchain imported without langchain")
 client = Countersign("http://127.0.0.1:9", "cs_token")
 assert client.api_url == "http://127.0.0.1:9/api/v1"
 print(countersign_client.__version__)
