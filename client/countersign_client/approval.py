@@ -71,7 +71,7 @@ def requires_approval(
             run = intent.run_id or run_id
             if run is None:
                 raise ValueError("give requires_approval a run_id, or set Intent.run_id")
-            action = _propose(client, run, tool, contract_version, intent)
+            action = propose_intent(client, run, tool, contract_version, intent)
             return client.await_receipt(action["id"], timeout=timeout)
 
         return perform
@@ -79,7 +79,9 @@ def requires_approval(
     return decorate
 
 
-def _propose(client: Countersign, run_id: str, tool: str, version: str, intent: Intent):
+def propose_intent(client: Countersign, run_id: str, tool: str, version: str, intent: Intent):
+    """Records the intent's observation and proposes it; again after a restart, finds it."""
+
     def propose(observation_id: str | None):
         return client.propose_action(
             run_id,
