@@ -5,6 +5,7 @@ approved intent against the sandbox over HTTP."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import re
@@ -22,7 +23,7 @@ from runs.execution.worker import process_action
 from runs.models import Action
 from runs.services import approval_decide, lease_claim
 from sandbox.models import Effect
-from tests.client.conftest import LIVE
+from tests.client.conftest import CLIENT_DIR, LIVE
 from tests.factories import approve, make_user
 
 from countersign_client import Countersign  # isort: skip
@@ -288,3 +289,31 @@ def test_resuming_twice_or_in_a_new_process_from_the_stored_state_makes_no_secon
     assert [one.pk for one in _run_actions(run["id"])] == [action.pk]
     assert Effect.objects.filter(target="ticket-35").count() == 1
 
+
+@LIVE
+def test_the_readme_example_pauses_and_resumes_with_the_receipt(
+    cs, tenant, sandbox, tmp_path, monkeypatch
+):
+    readme = (CLIENT_DIR / "README.md").read_text()
+    section = readme.split("## With the OpenAI Agents SDK", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert len(snippet.splitlines()) < 15
+    model = ScriptedModel({"call_7": {"ticket_id": "ticket-7", "resolution": "fixed"}})
+    # The example's agent talks to OpenAI; here the scripted model answers instead.
+    snippet = snippet.replace('Agent("support", ', 'Agent("support", model=model, ')
+    monkeypatch.chdir(tmp_path)
+    run = cs.create_run("close ticket-7")
+    namespace: dict[str, Any] = {"cs": cs, "run": run, "model": model}
+    code = compile(snippet, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    asyncio.run(eval(code, namespace))  # the first pass pauses: nothing decided yet
+
+    [action] = _run_actions(run["id"])
+    assert namespace["result"].interruptions[0].call_id == "call_7"
+    approve(action, make_user(tenant, "operator"))
+    _execute(action)
+    gate, agent = namespace["gate"], namespace["agent"]
+    [resumed] = asyncio.run(gate.resume_decided(agent))
+
+    assert json.loads(_tool_outputs(resumed)["call_7"])["idempotency_key"] == action.idempotency_key
+    assert (tmp_path / "paused-runs").is_dir()
+    assert gate.store.call_ids() == []
