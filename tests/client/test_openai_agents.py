@@ -13,18 +13,21 @@ from typing import Any
 
 import pytest
 from agents import Agent, Model, ModelResponse, Usage, function_tool, set_tracing_disabled
+from django.core.management import call_command
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
 )
 
+from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
 from runs.models import Action
 from runs.services import approval_decide, lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
 from tests.factories import approve, make_user
+from tests.sandbox.support import set_fault
 
 from countersign_client import Countersign  # isort: skip
 from countersign_client.openai_agents import (  # isort: skip
@@ -111,12 +114,12 @@ def _run_actions(run_id: str) -> list[Action]:
     return list(Action.objects.filter(run_id=run_id).order_by("created_at"))
 
 
-def _execute(action: Action) -> None:
+def _execute(action: Action, *, status: str = "succeeded") -> None:
     """The worker's one-action step, in this process: lease, then the protocol."""
     lease = lease_claim(run_id=action.run_id, owner="test-worker")
     process_action(action_pk=action.pk, lease=lease, worker="test-worker")
     action.refresh_from_db()
-    assert action.status == "succeeded", action.last_error
+    assert action.status == status, action.last_error
 
 
 def _reject(action: Action, tenant, reason: str) -> None:
@@ -254,6 +257,38 @@ def test_a_rejection_rejects_exactly_that_call_and_the_model_reads_the_reason(cs
     assert finished.interruptions == []
     assert list(Effect.objects.values_list("target", flat=True)) == [second.target]
     assert len(_run_actions(run["id"])) == 2
+
+
+@function_tool
+def notify(recipient: str, body: str) -> str:
+    """Send a message."""
+    performed.append(recipient)
+    return "sent it myself"
+
+
+@LIVE
+def test_an_outcome_nobody_can_prove_reaches_the_model_with_its_case(cs, tenant, sandbox):
+    set_fault(sandbox, tool="notify.send", fault="commit_then_drop")
+    run = cs.create_run("tell ops")
+    gate = CountersignGate(cs, run_id=run["id"])
+    model = ScriptedModel({"call_n": {"recipient": "ops@example.com", "body": "done"}}, "notify")
+    send = gate.tool(notify, tool="notify.send", target="recipient")
+    agent = Agent(name="ops", instructions="Tell ops.", model=model, tools=[send])
+    asyncio.run(gate.run(agent, "tell ops it is done"))
+    [action] = _run_actions(run["id"])
+    approve(action, make_user(tenant, "operator"))
+    _execute(action, status="uncertain")
+    call_command("sweep", verbosity=0)  # opens the case (its RQ job is not run here)
+
+    result = asyncio.run(gate.resume(agent, "call_n"))
+
+    case = ReconciliationCase.objects.get()
+    output = _tool_outputs(result)["call_n"]
+    assert output.startswith(f"Countersign: outcome unknown, case {case.id} (")
+    assert f"/reconciliation/{case.id}/" in output
+    assert model.seen_outputs["call_n"] == output
+    # Sent once by Countersign's worker, and never again.
+    assert Effect.objects.filter(tool="notify.send").count() == 1
 
 
 @LIVE
