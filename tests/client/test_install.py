@@ -26,6 +26,15 @@ else:
     raise AssertionError("countersign_client.langchain imported without langchain")
 client = Countersign("http://127.0.0.1:9", "cs_token")
 assert client.api_url == "http://127.0.0.1:9/api/v1"
+# The OpenAI Agents integration is an extra: without it, its module names what to install.
+from countersign_client.paused import FileStateStore, MemoryStateStore
+assert importlib.util.find_spec("agents") is None
+try:
+    import countersign_client.openai_agents
+except ImportError as missing:
+    assert "countersign-client[openai-agents]" in str(missing), missing
+else:
+    raise AssertionError("countersign_client.openai_agents imported without the SDK")
 print(countersign_client.__version__)
 """
 
