@@ -76,12 +76,21 @@ def make_action(
 
 
 def approve(action: Action, approver, *, reason: str = "") -> None:
+    decide(action, approver, decision="approve", reason=reason)
+
+
+def reject(action: Action, approver, *, reason: str) -> None:
+    decide(action, approver, decision="reject", reason=reason)
+
+
+def decide(action: Action, approver, *, decision: str, reason: str = "") -> None:
+    """approver's decision on the intent as it stands, bound to what they saw."""
     action.refresh_from_db()
     action.run.refresh_from_db()
     approval_decide(
         action=action,
         approver=approver,
-        decision="approve",
+        decision=decision,
         seen_digest=action.intent_digest,
         seen_state_version=action.base_version,
         reason=reason,

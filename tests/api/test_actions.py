@@ -13,7 +13,7 @@ from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.services import approval_decide
 from tests.api.conftest import assert_problem
 from tests.api.support import content_hash, execute_with_receipt, make_uncertain_with_case
-from tests.factories import approve, make_action, make_observation, make_run, make_user
+from tests.factories import approve, make_action, make_observation, make_run, make_user, reject
 
 pytestmark = pytest.mark.django_db
 
@@ -169,14 +169,7 @@ def test_an_action_reads_back_with_its_decision_and_the_reject_reason(api):
     run = make_run(api.tenant)
     action = make_action(run)
     operator = make_user(api.tenant, "operator", username="olga")
-    approval_decide(
-        action=action,
-        approver=operator,
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason="the customer asked to keep it open",
-    )
+    reject(action, operator, reason="the customer asked to keep it open")
     body = api.get(f"/actions/{action.id}").body
     assert body["status"] == "rejected"
     decision = body["decision"]

@@ -11,7 +11,7 @@ from django.db import connection
 
 from runs.services import approval_decide
 from tests.api.conftest import assert_problem, make_token
-from tests.factories import make_action, make_run, make_tenant, make_user
+from tests.factories import make_action, make_run, make_tenant, make_user, reject
 
 live = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -26,22 +26,14 @@ def _get(live_server, token: str, action, **params) -> requests.Response:
 
 
 def _reject_later(action, operator, *, after: float, reason: str) -> threading.Thread:
-    def reject():
+    def decide_later():
         try:
             time.sleep(after)
-            action.refresh_from_db()
-            approval_decide(
-                action=action,
-                approver=operator,
-                decision="reject",
-                seen_digest=action.intent_digest,
-                seen_state_version=action.base_version,
-                reason=reason,
-            )
+            reject(action, operator, reason=reason)
         finally:
             connection.close()
 
-    thread = threading.Thread(target=reject)
+    thread = threading.Thread(target=decide_later)
     thread.start()
     return thread
 

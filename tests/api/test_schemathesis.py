@@ -23,9 +23,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from runs.services import approval_decide
 from tests.api.conftest import make_token
-from tests.factories import make_action, make_run, make_tenant, make_user
+from tests.factories import make_action, make_run, make_tenant, make_user, reject
 
 EXAMPLES_PER_OPERATION = 40
 CHECKS = [
@@ -60,14 +59,7 @@ def seeded(db, keep_the_test_connection) -> dict[str, str]:
     tenant = make_tenant()
     run = make_run(tenant)
     action = make_action(run)
-    approval_decide(
-        action=action,
-        approver=make_user(tenant, "operator"),
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason="seeded",
-    )
+    reject(action, make_user(tenant, "operator"), reason="seeded")
     return {"token": make_token(tenant), "run_id": str(run.id), "action_id": str(action.id)}
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from runs.services import approval_decide, run_start
 from tests.browser.conftest import log_in, screenshot
-from tests.factories import make_action, make_observation, make_tenant, make_user
+from tests.factories import make_action, make_observation, make_tenant, make_user, reject
 from tests.reconciliation.test_cases import make_uncertain
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
@@ -27,14 +27,7 @@ def test_hostile_text_renders_escaped_and_no_dialog_fires(page):
         observation=make_observation(waiting_run, summary=f"seen {SCRIPT}"),
     )
     rejected = make_action(run_start(tenant=tenant, goal="reject me", created_by="agent"))
-    approval_decide(
-        action=rejected,
-        approver=everyone,
-        decision="reject",
-        seen_digest=rejected.intent_digest,
-        seen_state_version=rejected.base_version,
-        reason=f"no: {SCRIPT}",
-    )
+    reject(rejected, everyone, reason=f"no: {SCRIPT}")
     uncertain = make_action(
         run_start(tenant=tenant, goal=f"doubt {SCRIPT}", created_by="a"),
         tool="notify.send",

@@ -8,9 +8,8 @@ from requests.adapters import HTTPAdapter
 
 from control.models import ApiIdempotencyKey
 from runs.models import Action, Run
-from runs.services import approval_decide
 from tests.client.conftest import LIVE
-from tests.factories import make_action, make_run, make_tenant, make_user
+from tests.factories import make_action, make_run, make_tenant, make_user, reject
 
 from countersign_client import (  # isort: skip
     Countersign,
@@ -183,13 +182,6 @@ def test_a_reused_key_with_another_body_maps_to_its_typed_error(live_server, tok
 
 def test_an_operator_decision_reaches_wait_for(cs, tenant):
     action = make_action(make_run(tenant))
-    approval_decide(
-        action=action,
-        approver=make_user(tenant, "operator"),
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason="not this one",
-    )
+    reject(action, make_user(tenant, "operator"), reason="not this one")
     decided = cs.wait_for(str(action.id), timeout=5)
     assert (decided["status"], decided["decision"]["reason"]) == ("rejected", "not this one")

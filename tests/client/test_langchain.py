@@ -24,10 +24,10 @@ from langgraph.types import Command
 from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
 from runs.models import Action, Observation
-from runs.services import approval_decide, lease_claim
+from runs.services import lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, make_user
+from tests.factories import approve, make_user, reject
 from tests.processes import wait_until
 from tests.sandbox.support import set_fault
 
@@ -207,14 +207,7 @@ def test_a_rejection_reaches_the_model_with_the_operators_reason(cs, tenant, san
     agent = make_agent(cs, run["id"], close("ticket-9"))
     paused_on(agent.invoke({"messages": [("user", "close ticket-9")]}, THREAD))
     action = Action.objects.get(run_id=run["id"])
-    approval_decide(
-        action=action,
-        approver=make_user(tenant, "operator"),
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason="the customer reopened it this morning",
-    )
+    reject(action, make_user(tenant, "operator"), reason="the customer reopened it this morning")
 
     message = answer(agent.invoke(Command(resume=True), THREAD))
 

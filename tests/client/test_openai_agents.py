@@ -23,10 +23,10 @@ from openai.types.responses import (
 from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
 from runs.models import Action
-from runs.services import approval_decide, lease_claim
+from runs.services import lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, make_user
+from tests.factories import approve, make_user, reject
 from tests.sandbox.support import set_fault
 
 from countersign_client import Countersign  # isort: skip
@@ -123,14 +123,7 @@ def _execute(action: Action, *, status: str = "succeeded") -> None:
 
 
 def _reject(action: Action, tenant, reason: str) -> None:
-    approval_decide(
-        action=action,
-        approver=make_user(tenant, "operator"),
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason=reason,
-    )
+    reject(action, make_user(tenant, "operator"), reason=reason)
 
 
 def _tool_outputs(result) -> dict[str, str]:

@@ -13,10 +13,10 @@ from django.core.management import call_command
 from control.clock import db_now
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Run, ToolPolicy
-from runs.services import action_edit_and_approve, approval_decide
+from runs.services import action_edit_and_approve
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, make_user
+from tests.factories import approve, make_user, reject
 from tests.processes import wait_until
 from tests.sandbox.support import set_fault
 
@@ -106,14 +106,7 @@ def test_a_rejection_raises_rejected_with_the_operators_reason(cs, tenant, agent
     run = cs.create_run("close ticket-8")
     running = agent.submit(_close_ticket(cs, run["id"]), "ticket-8")
     action = _waiting_action()
-    approval_decide(
-        action=action,
-        approver=make_user(tenant, "operator"),
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason="the customer reopened it this morning",
-    )
+    reject(action, make_user(tenant, "operator"), reason="the customer reopened it this morning")
     with pytest.raises(Rejected) as rejected:
         running.result(timeout=30)
     assert rejected.value.reason == "the customer reopened it this morning"

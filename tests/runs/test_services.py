@@ -28,7 +28,15 @@ from runs.services import (
     run_complete,
     run_start,
 )
-from tests.factories import approve, make_action, make_observation, make_run, make_tenant, make_user
+from tests.factories import (
+    approve,
+    make_action,
+    make_observation,
+    make_run,
+    make_tenant,
+    make_user,
+    reject,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -233,14 +241,7 @@ def test_approval_moves_the_action_to_execution_and_writes_the_outbox_message():
 def test_rejection_returns_the_run_to_the_agent_with_the_reason():
     tenant = make_tenant()
     action = make_action(make_run(tenant))
-    approval_decide(
-        action=action,
-        approver=make_user(tenant, "operator"),
-        decision="reject",
-        seen_digest=action.intent_digest,
-        seen_state_version=action.base_version,
-        reason="wrong ticket",
-    )
+    reject(action, make_user(tenant, "operator"), reason="wrong ticket")
     action.refresh_from_db()
     action.run.refresh_from_db()
     assert (action.status, action.decision_reason, action.run.phase) == (
