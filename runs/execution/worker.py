@@ -22,6 +22,7 @@ from control.counters import count_event
 from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
 from runs.execution import protocol, recovery
 from runs.execution.faults import fault_point
+from runs.execution.heartbeat import lease_kept
 from runs.models import Action, Attempt, Receipt, Run
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import (
@@ -213,7 +214,8 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
         intent_digest=action.intent_digest,
     )
     try:
-        receipt = tool.execute(call, timeout=policy.call_timeout)
+        with lease_kept(lease):
+            receipt = tool.execute(call, timeout=policy.call_timeout)
     except tool_errors.ToolError as error:
         if not tool.outcome_unknown_after(error):
             _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)

@@ -73,7 +73,7 @@ def test_a_worker_commits_once_with_a_receipt_and_a_server_dying_mid_call_is_unc
     assert workers.run_burst() == 0
 
     made.refresh_from_db()
-    assert made.status == "succeeded"
+    assert made.status == "succeeded", [a.error for a in made.attempts.all()]
     assert commits(plain) == ["Add the release notes", "initial"]
     receipt = made.receipt
     assert (receipt.idempotency_key, receipt.intent_digest, receipt.source) == (
