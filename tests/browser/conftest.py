@@ -30,7 +30,9 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 PASSWORD = "a-long-test-password"  # what tests.factories.make_user gives everyone
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's loop runs in this thread while the browser is
+# open, and the tests after the browser modules (the agent integrations) need asyncio.run.
+@pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
         pytest.fail(
