@@ -196,13 +196,7 @@ class ContractSuite:
         return self._call(*self.fresh_input())
 
     def _call(self, target: str, args: dict[str, Any]) -> ToolCall:
-        return ToolCall(
-            tool=self.tool.name,
-            target=target,
-            args=args,
-            idempotency_key=self.fresh_key(target),
-            intent_digest=intent_digest(tool=self.tool.name, target=target, args=args),
-        )
+        return _frozen(self.tool, target, args, key=self.fresh_key(target))
 
     def fresh_key(self, target: str) -> str:
         return f"contract-suite:{uuid.uuid4().hex}:{target}:{self.tool.contract_version}"
@@ -367,3 +361,20 @@ class ContractSuite:
         made = self.effects() - before
         expected = 0 if self.read_only else 1
         _expect(made == expected, f"the same call twice made {made} effects, not {expected}")
+
+
+def frozen_call(tool: Tool, target: str, args: dict[str, Any], *, key: str) -> ToolCall:
+    """The call a worker sends for the intent (target, args) under key: normalized and
+    digested as a proposal freezes it. For an adapter's own tests beside the suite."""
+    normal_target, normal_args = tool.normalize(target=target, args=args)
+    return _frozen(tool, normal_target, normal_args, key=key)
+
+
+def _frozen(tool: Tool, target: str, args: dict[str, Any], *, key: str) -> ToolCall:
+    return ToolCall(
+        tool=tool.name,
+        target=target,
+        args=args,
+        idempotency_key=key,
+        intent_digest=intent_digest(tool=tool.name, target=target, args=args),
+    )

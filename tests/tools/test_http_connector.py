@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from control.canonical import intent_digest
 from runs.tools.calls import ToolCall
 from runs.tools.errors import (
     BusinessRejection,
@@ -19,6 +18,7 @@ from runs.tools.errors import (
     InvalidArguments,
     TransientError,
 )
+from runs.tools.testing import frozen_call
 from tests.registry import connector_tools
 
 TIMEOUT = (2.0, 2.0)
@@ -64,14 +64,7 @@ def comment(external, tmp_path, settings):
 
 
 def call(tool, target="acme/desk", args=None) -> ToolCall:
-    target, args = tool.normalize(target=target, args=args or {"text": "Fixed in 2.1"})
-    return ToolCall(
-        tool=tool.name,
-        target=target,
-        args=args,
-        idempotency_key="run-1/close-7",
-        intent_digest=intent_digest(tool=tool.name, target=target, args=args),
-    )
+    return frozen_call(tool, target, args or {"text": "Fixed in 2.1"}, key="run-1/close-7")
 
 
 def test_a_write_carries_key_token_and_a_signature_of_the_exact_body(external, comment):

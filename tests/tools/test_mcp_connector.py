@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from control.canonical import intent_digest
 from runs.tools.calls import ToolCall
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.errors import (
@@ -22,6 +21,7 @@ from runs.tools.errors import (
     TransientError,
     UnsupportedTool,
 )
+from runs.tools.testing import frozen_call
 from tests.git_upstream import (
     GIT_CONNECTOR,
     commits,
@@ -37,14 +37,7 @@ TIMEOUT = (3.05, 10.0)
 
 
 def call_for(tool, target: str, args: dict, key: str = "run-1:step-1:repo:v1") -> ToolCall:
-    target, args = tool.normalize(target=target, args=args)
-    return ToolCall(
-        tool=tool.name,
-        target=target,
-        args=args,
-        idempotency_key=key,
-        intent_digest=intent_digest(tool=tool.name, target=target, args=args),
-    )
+    return frozen_call(tool, target, args, key=key)
 
 
 @pytest.fixture

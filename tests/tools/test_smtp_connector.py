@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.canonical import content_hash, intent_digest
+from control.canonical import content_hash
 from runs.tools.calls import ToolCall
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.errors import (
@@ -18,6 +18,7 @@ from runs.tools.errors import (
     ResultUncertain,
     TransientError,
 )
+from runs.tools.testing import frozen_call
 from tests.registry import connector_tools
 from tests.smtp import (
     FROM_ADDRESS,
@@ -42,14 +43,7 @@ def send_tool(tmp_path, port: int = 1, **options):
 
 
 def call_for(tool, target: str = " Ops@Example.com ", args: dict | None = None) -> ToolCall:
-    target, normal_args = tool.normalize(target=target, args=args or ARGS)
-    return ToolCall(
-        tool=tool.name,
-        target=target,
-        args=normal_args,
-        idempotency_key=KEY,
-        intent_digest=intent_digest(tool=tool.name, target=target, args=normal_args),
-    )
+    return frozen_call(tool, target, args or ARGS, key=KEY)
 
 
 def definition_error(tmp_path, text: str) -> str:
