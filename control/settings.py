@@ -224,4 +224,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("COUNTERSIGN_LOG_LEVEL", "INFO")},
+    # The MCP SDK says at INFO that it starts and stops each request's handler.
+    "loggers": {"mcp.server.streamable_http_manager": {"level": "WARNING"}},
 }

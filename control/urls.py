@@ -13,6 +13,7 @@ from control.auth import login_view
 from control.dashboard import dashboard_urls
 from control.metrics import metrics_view
 from control.passwords import password_change_view
+from runs.gateway.http import mcp_endpoint
 
 urlpatterns = [
     path("", web.home, name="home"),
@@ -31,6 +32,9 @@ urlpatterns = [
     # Tenant-blind pages: superusers only (control/dashboard.py).
     path("django-rq/", include(dashboard_urls())),
     path("api/v1/", api.urls),
+    # The MCP gateway (runs/gateway): the same tenant tokens, JSON-RPC over Streamable HTTP.
+    path("mcp/", mcp_endpoint, name="mcp"),
+    path("mcp", mcp_endpoint),
     path("receipts/", include("runs.pages.receipts_urls")),
     path("reconciliation/", include("reconciliation.urls")),
     # The demo's fake external systems, with no login and no CSRF: only where SANDBOX_ENABLED.

@@ -6,7 +6,6 @@ changes state only through runs.services. POSTs run under control.api_idempotenc
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from django.db import IntegrityError
@@ -17,7 +16,7 @@ from ninja.decorators import decorate_view
 
 from control.api_auth import actor_of
 from control.api_idempotency import idempotent_post
-from control.api_limits import long_poll_slot, sleep_without_database
+from control.api_limits import long_poll_slot
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
 from control.canonical import canonical_json
@@ -27,7 +26,6 @@ from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleSt
 from runs.models import Action, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import (
-    action_status,
     action_with_decisions,
     completed_action_ids,
     latest_case,
@@ -37,23 +35,10 @@ from runs.selectors import (
     tool_catalog,
 )
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
+from runs.waiting import PENDING_STATUSES, status_after_waiting
 
 router = Router(tags=["runs"])
 
-# An action in one of these is still heading for a decision or an outcome.
-PENDING_STATUSES = frozenset(
-    {
-        Action.Status.WAITING_APPROVAL,
-        Action.Status.APPROVED,
-        Action.Status.IN_FLIGHT,
-        Action.Status.RETRY_WAIT,
-        Action.Status.NEEDS_ATTENTION,
-    }
-)
-# A long-poll looks again after these, doubling up to the last: quick for a decision that
-# lands at once, and few reconnections (it closes its connection while it sleeps).
-FIRST_POLL_SECONDS = 0.25
-LONGEST_POLL_SECONDS = 1.0
 CASE_PAGE = "/reconciliation/{case_id}/"
 
 
@@ -165,7 +150,7 @@ def _decision(action: Action) -> dict[str, Any] | None:
     return None
 
 
-def _receipt(action: Action) -> dict[str, Any] | None:
+def receipt_body(action: Action) -> dict[str, Any] | None:
     receipt = getattr(action, "receipt", None)
     if receipt is None:
         return None
@@ -208,7 +193,7 @@ def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
         # Operators read the whole text on the run page; agents do not learn internal addresses.
         "last_error": without_addresses(action.last_error) or None,
         "decision": _decision(action),
-        "receipt": _receipt(action),
+        "receipt": receipt_body(action),
         "reconciliation_case": {
             **case,
             "url": request.build_absolute_uri(CASE_PAGE.format(case_id=case["id"])),
@@ -382,22 +367,10 @@ def get_action(
     wait = min(wait, schemas.MAX_WAIT_SECONDS)
     if action.status in PENDING_STATUSES and wait > 0:
         with long_poll_slot(request.auth, wait):
-            status = _status_after_waiting(action, wait)
+            status = status_after_waiting(action, wait)
         if status != action.status:
             action = _action_or_404(request, action_pk)
     return action_body(request, action)
-
-
-def _status_after_waiting(action: Action, seconds: float) -> str:
-    """The action's status once it is no longer pending, or when `seconds` have passed."""
-    deadline = time.monotonic() + seconds
-    interval = FIRST_POLL_SECONDS
-    status = action.status
-    while status in PENDING_STATUSES and (remaining := deadline - time.monotonic()) > 0:
-        sleep_without_database(min(interval, remaining))
-        interval = min(interval * 2, LONGEST_POLL_SECONDS)
-        status = action_status(action.pk)
-    return status
 
 
 @post(

@@ -7,6 +7,7 @@ itself (a trigger refuses UPDATE and DELETE: migration 0002).
 
 from __future__ import annotations
 
+from runs.models.gateway import McpSession
 from runs.models.intents import (
     OPEN_ACTION_STATUSES,
     Action,
@@ -27,6 +28,7 @@ __all__ = [
     "Attempt",
     "Checkpoint",
     "Lease",
+    "McpSession",
     "Observation",
     "OutboxMessage",
     "Receipt",

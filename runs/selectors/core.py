@@ -13,6 +13,7 @@ from django.db.models.functions import Now
 
 from control.models import Tenant
 from runs.models import (
+    OPEN_ACTION_STATUSES,
     Action,
     Observation,
     Run,
@@ -154,6 +155,15 @@ def runs_newest_first(*, tenant: Tenant, phase: str | None = None) -> QuerySet[R
 
 def observation_of_run(observation_id, *, run: Run) -> Observation | None:
     return Observation.objects.filter(tenant_id=run.tenant_id, run=run, pk=observation_id).first()
+
+
+def latest_observation(run: Run) -> Observation | None:
+    return run.observations.order_by("-created_at", "-pk").first()
+
+
+def open_write(run: Run) -> Action | None:
+    """The run's write still heading for a decision or an outcome, if it holds one."""
+    return run.actions.filter(status__in=OPEN_ACTION_STATUSES).order_by("created_at").first()
 
 
 def approval_overrides(*, tenant: Tenant) -> dict[str, bool]:

@@ -150,6 +150,12 @@ class Tool(ABC):
     def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
         """Perform the call once; raise a ToolError subclass for anything but a receipt."""
 
+    def fetch(self, call: ToolCall, *, timeout: Timeout) -> tuple[ToolReceipt, Any]:
+        """A read_only call's receipt and the document it read: what an agent calling the
+        tool through the MCP gateway is shown. By default the receipt is all there is."""
+        receipt = self.execute(call, timeout=timeout)
+        return receipt, receipt.to_dict()
+
     def query(
         self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None = None
     ) -> ToolReceipt | None:

@@ -162,11 +162,10 @@ class HttpTool(ConnectorTool):
     # Writes, and a read_only tool's one GET.
 
     def perform(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
+        if self.effect_class == "read_only":
+            return self.fetched(call, timeout=timeout)[0]
         lookup = lookup_of(call)
         url = self.connection.url(self.request.path_for(lookup))
-        if self.effect_class == "read_only":
-            answer = self._get(self.request, lookup, timeout=timeout)
-            return self._receipt(answer, call, document=read_json(answer), write=False)
         body = render(self.request.body, lookup) if self.request.body is not None else None
         data = encode_body(body) if body is not None else None
         headers = {**self.connection.headers, **self.connection.signed(data or b"")}
@@ -192,6 +191,13 @@ class HttpTool(ConnectorTool):
                 http_status=answer.status,
             ) from error
         return self._receipt(answer, call, document=document, write=True)
+
+    def fetched(self, call: ToolCall, *, timeout: Timeout) -> tuple[ToolReceipt, Any]:
+        if self.effect_class != "read_only":
+            return super().fetched(call, timeout=timeout)
+        answer = self._get(self.request, lookup_of(call), timeout=timeout)
+        document = read_json(answer)
+        return self._receipt(answer, call, document=document, write=False), document
 
     def find(
         self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None

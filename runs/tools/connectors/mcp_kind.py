@@ -153,6 +153,9 @@ class McpTool(ConnectorTool):
         super().__init__(spec, dedupes_by_key=False, queryable_by_key=False, echoes_digest=False)
 
     def perform(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
+        return self.fetched(call, timeout=timeout)[0]
+
+    def fetched(self, call: ToolCall, *, timeout: Timeout) -> tuple[ToolReceipt, Any]:
         arguments = dict(call.args)
         if self.target_argument is not None:
             arguments[self.target_argument] = call.target
@@ -166,7 +169,7 @@ class McpTool(ConnectorTool):
             if not changes:
                 raise TransientError(f"{self.upstream_tool} answered: {error}") from error
             raise ResultUncertain(f"{self.upstream_tool} answered: {error}") from error
-        return ToolReceipt(
+        receipt = ToolReceipt(
             idempotency_key=call.idempotency_key,
             intent_digest=call.intent_digest,
             receipt_id="mcp_" + raw_hash.removeprefix("sha256:")[:32],
@@ -174,6 +177,7 @@ class McpTool(ConnectorTool):
             status="ok",
             raw_response_hash=raw_hash,
         )
+        return receipt, _shown(result)
 
     def observe(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
         if self.probe is None:
@@ -215,6 +219,13 @@ class McpTool(ConnectorTool):
 def _document(result: Any) -> dict[str, Any]:
     """The whole result as it came over the wire."""
     return result.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _shown(result: Any) -> Any:
+    """What the upstream answered, as its caller would read it: structured when it is."""
+    if result.structured_content is not None:
+        return result.structured_content
+    return {"text": _text(result)}
 
 
 def _text(result: Any) -> str:

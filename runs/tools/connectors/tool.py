@@ -80,6 +80,11 @@ class ConnectorTool(Tool):
         with self.spec.connector.secrets.scrubbed():
             return self.perform(call, timeout=timeout)
 
+    def fetch(self, call: ToolCall, *, timeout: Timeout) -> tuple[ToolReceipt, Any]:
+        self.check_call(call)
+        with self.spec.connector.secrets.scrubbed():
+            return self.fetched(call, timeout=timeout)
+
     def query(
         self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None = None
     ) -> ToolReceipt | None:
@@ -94,6 +99,12 @@ class ConnectorTool(Tool):
 
     def perform(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
         raise NotImplementedError
+
+    def fetched(self, call: ToolCall, *, timeout: Timeout) -> tuple[ToolReceipt, Any]:
+        """perform's receipt and the document it was read from; the receipt alone unless
+        the kind keeps the answer."""
+        receipt = self.perform(call, timeout=timeout)
+        return receipt, receipt.to_dict()
 
     def find(
         self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None

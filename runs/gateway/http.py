@@ -1,0 +1,153 @@
+"""`/mcp/`: the gateway's Streamable HTTP endpoint, a Django view on the same origin.
+
+The view authenticates the bearer token as the API does, then hands the request to the
+official SDK's Streamable HTTP handler (stateless, JSON answers) as an ASGI call, on an event
+loop beside this thread (async_to_sync). The tool handlers' database work comes back to this
+thread (sync_to_async), so a long countersign_wait holds one server thread as the API's
+long-poll does, and the app stays one WSGI app under gunicorn and the test server alike.
+
+Sessions: a handshake-era client (protocol up to 2025-11-25) gets an `Mcp-Session-Id` with
+its `initialize` answer and sends it back on every request; a 2026-07-28 client names itself
+in each request's `_meta`. Either names the McpSession whose run its calls belong to.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+import anyio
+from asgiref.sync import async_to_sync
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import CLIENT_INFO_META_KEY
+
+from control.api_auth import rate_checked_token
+from control.api_limits import ApiLimited, limit_problem
+from runs.gateway.server import build_server
+from runs.gateway.sessions import Caller, session_open
+
+SESSION_HEADER = "Mcp-Session-Id"
+
+
+@csrf_exempt
+def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    try:
+        token = rate_checked_token(request)
+    except ApiLimited as limited:
+        return limit_problem(request, limited)
+    if token is None:
+        response = JsonResponse(
+            {"error": "unauthorized", "detail": "send Authorization: Bearer <tenant API token>"},
+            status=401,
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="countersign"'
+        return response
+    if request.method != "POST":
+        # Answers come with each POST: no stream stays open (spec: a GET may be 405), and
+        # a session holds nothing here for a DELETE to end.
+        response = HttpResponse(status=405)
+        response["Allow"] = "POST"
+        return response
+    message = _message(request.body)
+    minted = None
+    session_id = request.headers.get(SESSION_HEADER)
+    if session_id is None and message.get("method") == "initialize":
+        session_id = minted = secrets.token_urlsafe(24)
+    caller = Caller(
+        token=token,
+        session_key=f"session:{session_id}" if session_id else _client_key(message),
+        client_name=_client_name(message),
+        base_url=request.build_absolute_uri("/").rstrip("/"),
+    )
+    if minted:
+        session_open(caller)
+    status, headers, body = async_to_sync(_serve)(caller, _scope(request), request.body)
+    response = HttpResponse(body, status=status)
+    for name, value in headers:
+        if name.lower() not in {"content-length", SESSION_HEADER.lower()}:
+            response[name] = value
+    if minted:
+        response[SESSION_HEADER] = minted
+    return response
+
+
+def _message(body: bytes) -> dict[str, Any]:
+    """The JSON-RPC message, for naming the session only: the SDK parses and answers it."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+def _client_name(message: dict[str, Any]) -> str:
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return ""
+    info = params.get("clientInfo")  # a handshake's initialize
+    if not isinstance(info, dict):
+        meta = params.get("_meta")
+        info = meta.get(CLIENT_INFO_META_KEY) if isinstance(meta, dict) else None
+    name = info.get("name") if isinstance(info, dict) else None
+    return name[:200] if isinstance(name, str) else ""
+
+
+def _client_key(message: dict[str, Any]) -> str:
+    name = _client_name(message)
+    return f"client:{name}" if name else "token"
+
+
+def _scope(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "root_path": "",
+        "headers": [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in request.headers.items()
+        ],
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
+        "server": (request.get_host(), 0),
+    }
+
+
+async def _serve(caller: Caller, scope: dict, body: bytes) -> tuple[int, list, bytes]:
+    """One HTTP exchange through the SDK's stateless, JSON-answering handler."""
+    manager = StreamableHTTPSessionManager(
+        app=build_server(caller), json_response=True, stateless=True
+    )
+    answered = anyio.Event()
+    delivered = False
+    status, headers, chunks = 500, [], []
+
+    async def receive() -> dict:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(event: dict) -> None:
+        nonlocal status
+        if event["type"] == "http.response.start":
+            status = event["status"]
+            headers.extend((k.decode("latin-1"), v.decode("latin-1")) for k, v in event["headers"])
+        elif event["type"] == "http.response.body":
+            chunks.append(event.get("body", b""))
+            if not event.get("more_body"):
+                answered.set()
+
+    async with manager.run():
+        await manager.handle_request(scope, receive, send)
+    answered.set()
+    return status, headers, b"".join(chunks)
