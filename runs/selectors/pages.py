@@ -6,7 +6,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import JSONObject
 
 from control.models import Tenant
 from runs.models import (
@@ -16,11 +17,11 @@ from runs.models import (
     Attempt,
     Checkpoint,
     Lease,
+    McpSession,
     Run,
     RunEvent,
     ToolPolicy,
 )
-from runs.selectors.core import run_by_id
 
 # Each page is one keyset page of at most PAGE_SIZE rows plus a fixed number of prefetches,
 # so a page costs the same number of queries with 5 rows or 500.
@@ -199,9 +200,26 @@ class RunDetail:
     stop_event: RunEvent | None
 
 
+def _run_with_mcp_session(run_id, *, tenant: Tenant) -> Run | None:
+    """The run, and as `mcp_session` the MCP session it belongs to ({client, token, key})
+    or None: in the run's own query."""
+    try:
+        pk = uuid.UUID(str(run_id))
+    except ValueError:
+        return None
+    session = McpSession.objects.filter(run=OuterRef("pk")).order_by("created_at")
+    described = JSONObject(client="client_name", token="token__name", key="key")
+    return (
+        Run.objects.select_related("tenant")
+        .annotate(mcp_session=Subquery(session.values_list(described)[:1]))
+        .filter(tenant=tenant, pk=pk)
+        .first()
+    )
+
+
 def run_detail(run_id, *, tenant: Tenant, events_before: int | None = None) -> RunDetail | None:
     """Everything the run page shows, in a fixed number of queries whatever the run's size."""
-    run = run_by_id(run_id, tenant=tenant)
+    run = _run_with_mcp_session(run_id, tenant=tenant)
     if run is None:
         return None
     lease = Lease.objects.filter(run=run).first()
