@@ -135,8 +135,8 @@ class Supervisor:
             process_group=0,
         )
 
-    def run_step(self, label: str, argv: tuple[str, ...]) -> None:
-        """Run one command to completion; show its output only if it fails."""
+    def run_step(self, label: str, argv: tuple[str, ...]) -> str:
+        """Run one command to completion and return its output; show it only if it fails."""
         print(f"  {label} ...", end="", flush=True)
         with tempfile.TemporaryFile() as output:
             process = self.spawn(argv, output)
@@ -149,12 +149,13 @@ class Supervisor:
                         print(" interrupted")
                         stop_group(process)
                         self.raise_if_stopping()
+            output.seek(0)
+            text = output.read().decode(errors="replace")
             if code == 0:
                 print(" ok")
-                return
+                return text
             print(" failed")
-            output.seek(0)
-            lines = output.read().decode(errors="replace").splitlines()
+            lines = text.splitlines()
         print("\n".join(f"    | {line}" for line in lines[-FAILED_OUTPUT_LINES:]), file=sys.stderr)
         raise DemoError(f"{label} failed (exit {code})")
 
@@ -327,13 +328,68 @@ def demo_environment(port: int, var_dir: Path) -> dict[str, str]:
     return environment
 
 
+def mcp_token(supervisor: Supervisor, var_dir: Path, port: int) -> str:
+    """The demo's token for MCP clients: kept in var/, and made again when the server does
+    not know it (a database that was reset or changed)."""
+    path = var_dir / "demo-mcp-token"
+    if path.exists():
+        token = path.read_text().strip()
+        if mcp_accepts(port, token):
+            return token
+    name = f"mcp-desktop-{secrets.token_hex(3)}"
+    create = (*MANAGE, "createapitoken", "--tenant", DEMO_TENANT, "--name", name)
+    token = supervisor.run_step(f"MCP token {name}", create).split()[-1]
+    write_private(path, token + "\n")
+    return token
+
+
+def mcp_accepts(port: int, token: str) -> bool:
+    """Does /mcp/ accept the token (a handshake answered 200, not 401)?"""
+    handshake = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "demo"},
+        },
+    }
+    request = urllib.request.Request(
+        f"http://{HOST}:{port}/mcp/",
+        data=json.dumps(handshake).encode(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def mcp_client_config(port: int, token: str) -> str:
+    """A desktop MCP client's entry for the demo, through the stdio bridge countersign-mcp."""
+    bridge = Path(sys.executable).parent / "countersign-mcp"
+    server = {
+        "command": str(bridge),
+        "args": ["--url", f"http://{HOST}:{port}/mcp/"],
+        "env": {"COUNTERSIGN_TOKEN": token},
+    }
+    return json.dumps({"mcpServers": {"countersign": server}}, indent=2)
+
+
 def describe_database(url: str) -> str:
     if url.startswith("sqlite:///"):
         return f"SQLite in {Path(url.removeprefix('sqlite:///')).parent}"
     return "PostgreSQL from DATABASE_URL"
 
 
-def print_welcome(port: int, passwords: dict[str, str]) -> None:
+def print_welcome(port: int, passwords: dict[str, str], token: str) -> None:
     width = max(len(username) for username in DEMO_USERS)
     rule = "-" * max(len(passwords[username]) for username in DEMO_USERS)
     print()
@@ -345,6 +401,10 @@ def print_welcome(port: int, passwords: dict[str, str]) -> None:
         print(f"  {username:<{width}}  {passwords[username]}")
     print()
     print(f"Each user has the role of its name in tenant {DEMO_TENANT!r}. Ctrl-C stops the demo.")
+    print()
+    print(f"MCP: http://{HOST}:{port}/mcp/ with the header Authorization: Bearer {token}")
+    print("A desktop MCP client's configuration (its mcpServers entry):")
+    print(mcp_client_config(port, token))
     print()
 
 
@@ -398,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in process_specs(port):
             print(f"Starting {spec.name} ...")
             supervisor.start(spec)
-        print_welcome(port, passwords)
+        print_welcome(port, passwords, mcp_token(supervisor, var_dir, port))
         supervisor.watch(embedded_redis)
     except StopRequested as stop:
         print(f"\n{stop}: stopping the demo")

@@ -174,6 +174,10 @@ def test_demo_from_nothing_configured_serves_login_and_stops_everything_on_sigin
         passwords = json.loads((var_dir / "demo-passwords.json").read_text())
         for username in ("operator", "reconciler", "auditor", "admin"):
             assert log_in_status(login_url, username, passwords[username]) == 302, username
+        # The printed MCP token opens a session at the printed /mcp/ URL.
+        token = (var_dir / "demo-mcp-token").read_text().strip()
+        assert demo.mcp_accepts(port, token), output_of(log_path)
+        assert not demo.mcp_accepts(port, token + "x")
 
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0, output_of(log_path)
@@ -185,6 +189,10 @@ def test_demo_from_nothing_configured_serves_login_and_stops_everything_on_sigin
     assert login_url in output
     for username, password in passwords.items():
         assert re.search(rf"^\s+{username}\s+{re.escape(password)}$", output, re.MULTILINE)
+    assert f"MCP: http://127.0.0.1:{port}/mcp/ with the header Authorization: Bearer {token}" in (
+        output
+    )
+    assert '"COUNTERSIGN_TOKEN": "' + token in output
 
 
 def test_demo_refuses_a_port_that_is_taken(tmp_path):

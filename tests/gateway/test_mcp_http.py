@@ -4,6 +4,10 @@ and sessionless clients alike."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 import requests
 from django.urls import reverse
@@ -12,6 +16,7 @@ from control.services import api_token_create, api_token_revoke
 from runs.models import McpSession
 from tests.factories import make_tenant, make_user
 from tests.mcp_client import over_http
+from tests.test_front_door import load_demo_script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,3 +104,15 @@ def test_each_mcp_session_has_its_own_run_and_the_run_page_shows_it(
     page = client.get(reverse("run_detail", args=[first])).content.decode()
     assert "through MCP: Desktop, token desktop" in page
     assert "MCP session of Desktop" in page
+
+
+def test_the_readmes_desktop_configuration_is_what_the_demo_prints():
+    """The front door's snippet and the demo's printed one have the same shape."""
+    root = Path(__file__).resolve().parents[2]
+    (snippet,) = re.findall(r"```json\n(.*?)```", (root / "README.md").read_text(), re.DOTALL)
+    printed = json.loads(load_demo_script().mcp_client_config(8000, "cs_..."))
+
+    documented = json.loads(snippet)["mcpServers"]["countersign"]
+    assert documented["args"] == printed["mcpServers"]["countersign"]["args"]
+    assert documented["env"] == printed["mcpServers"]["countersign"]["env"]
+    assert Path(printed["mcpServers"]["countersign"]["command"]).name == documented["command"]
