@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from itertools import count
 
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from control.models import Tenant
 from control.services import member_add, tenant_create
 from runs.models import Action, Observation, Run
-from runs.services import action_propose, approval_decide, observation_record, run_start
+from runs.services import (
+    action_propose,
+    approval_decide,
+    approval_expire,
+    observation_record,
+    run_start,
+)
 
 _sequence = count(1)
 
@@ -81,6 +89,16 @@ def approve(action: Action, approver, *, reason: str = "") -> None:
 
 def reject(action: Action, approver, *, reason: str) -> None:
     decide(action, approver, decision="reject", reason=reason)
+
+
+def expire(action: Action) -> None:
+    """Nobody decided in time: waits out the approval window (make it short first with a
+    ToolPolicy's approval_seconds) and runs the sweep's step that marks it expired."""
+    action.refresh_from_db()
+    remaining = (action.expires_at - timezone.now()).total_seconds()
+    assert remaining < 5, "give the tool a short approval window (approval_seconds) first"
+    time.sleep(max(remaining, 0) + 0.2)
+    assert approval_expire(action=action)
 
 
 def decide(action: Action, approver, *, decision: str, reason: str = "") -> None:

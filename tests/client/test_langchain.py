@@ -23,11 +23,11 @@ from langgraph.types import Command
 
 from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
-from runs.models import Action, Observation
+from runs.models import Action, Observation, ToolPolicy
 from runs.services import lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, make_user, reject
+from tests.factories import approve, expire, make_user, reject
 from tests.processes import wait_until
 from tests.sandbox.support import set_fault
 
@@ -214,6 +214,23 @@ def test_a_rejection_reaches_the_model_with_the_operators_reason(cs, tenant, san
     assert message.status == "error"
     assert "Rejected by an operator: the customer reopened it this morning." in message.content
     assert message.artifact["status"] == "rejected"
+    assert not Effect.objects.exists()
+    assert Action.objects.filter(run_id=run["id"]).count() == 1
+
+
+def test_an_expired_request_reaches_the_model_as_never_approved(cs, tenant, sandbox):
+    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    run = cs.create_run("close ticket-8")
+    agent = make_agent(cs, run["id"], close("ticket-8"))
+    paused_on(agent.invoke({"messages": [("user", "close ticket-8")]}, THREAD))
+    action = Action.objects.get(run_id=run["id"])
+    expire(action)
+
+    message = answer(agent.invoke(Command(resume=True), THREAD))
+
+    assert message.status == "error"
+    assert "expired before anyone decided. Nothing was sent." in message.content
+    assert message.artifact["status"] == "expired"
     assert not Effect.objects.exists()
     assert Action.objects.filter(run_id=run["id"]).count() == 1
 

@@ -22,11 +22,11 @@ from openai.types.responses import (
 
 from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
-from runs.models import Action
+from runs.models import Action, ToolPolicy
 from runs.services import lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, make_user, reject
+from tests.factories import approve, expire, make_user, reject
 from tests.sandbox.support import set_fault
 
 from countersign_client import Countersign  # isort: skip
@@ -250,6 +250,26 @@ def test_a_rejection_rejects_exactly_that_call_and_the_model_reads_the_reason(cs
     assert finished.interruptions == []
     assert list(Effect.objects.values_list("target", flat=True)) == [second.target]
     assert len(_run_actions(run["id"])) == 2
+
+
+@LIVE
+def test_an_expired_request_rejects_that_call_and_the_model_reads_why(cs, tenant, sandbox):
+    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    run = cs.create_run("close ticket-35")
+    gate = CountersignGate(cs, run_id=run["id"])
+    model = ScriptedModel({"call_35": {"ticket_id": "ticket-35", "resolution": "fixed"}})
+    agent = _agent(gate, model)
+    asyncio.run(gate.run(agent, "ticket-35 is fixed"))
+    [action] = _run_actions(run["id"])
+    expire(action)
+
+    finished = asyncio.run(gate.resume(agent, "call_35"))
+
+    assert finished.interruptions == []
+    assert "expired" in model.seen_outputs["call_35"]
+    assert "nothing was sent" in model.seen_outputs["call_35"]
+    assert not Effect.objects.exists()
+    assert [one.pk for one in _run_actions(run["id"])] == [action.pk]
 
 
 @function_tool

@@ -5,18 +5,14 @@ and bad calls refused with a precise message and nothing written."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import jsonschema
-from django.utils import timezone
 
 from control.services import api_token_create
 from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller
-from runs.models import Action, McpSession, Observation, Run
-from runs.services import approval_expire
+from runs.models import Action, McpSession, Observation, Run, ToolPolicy
 from tests.api.support import execute_with_receipt, make_uncertain_with_case
-from tests.factories import approve, make_tenant, make_user, reject
+from tests.factories import approve, expire, make_tenant, make_user, reject
 from tests.gateway.conftest import BASE_URL, call, over_mcp
 
 
@@ -144,11 +140,9 @@ def test_countersign_wait_returns_each_outcome(caller, counted_write):
     execute_with_receipt(executed, receipt_id="rcpt-2")
     assert wait(executed)["receipt"]["receipt_id"] == "rcpt-2"
 
+    ToolPolicy.objects.create(tenant=tenant, tool="counted.write", approval_seconds=1)
     lapsed = propose("deploy-4")
-    # Its approval window is over (the database clock decides expiry).
-    Action.objects.filter(pk=lapsed.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    lapsed.refresh_from_db()
-    assert approval_expire(action=lapsed)
+    expire(lapsed)
     assert wait(lapsed)["status"] == "expired"
 
     doubtful = propose("deploy-3")
