@@ -26,6 +26,7 @@ from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleSt
 from runs.models import Action, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import (
+    action_frozen_under,
     action_with_decisions,
     completed_action_ids,
     latest_case,
@@ -348,6 +349,21 @@ def _propose(request, run: Run, payload: schemas.ActionIn, observation) -> tuple
             # The key's parts refuse control and invisible characters the tool schema allows.
             raise InvalidArguments(str(error)) from None
     raise AssertionError("unreachable")
+
+
+@get("/runs/{run_id}/actions", response={200: schemas.ActionMatches, **problems(401, 404, 422)})
+def find_actions(
+    request: HttpRequest,
+    run_id: str,
+    action_id: Annotated[str, Query(min_length=1, max_length=200)],
+):
+    """The intent this run froze under the logical `action_id`: none or one item. An agent
+    that restarted asks before proposing again, so it records no second observation."""
+    run = _run_or_404(request, run_id)
+    found = action_frozen_under(run, action_id=action_id)
+    if found is None:
+        return {"items": []}
+    return {"items": [action_body(request, _action_or_404(request, str(found.pk)))]}
 
 
 @get("/actions/{id}", response={200: schemas.ActionOut, **problems(401, 404, 422)})

@@ -267,3 +267,7 @@ class CheckpointOut(Schema):
     key_id: str
     mac: str
     state: dict[str, Any]
+
+
+class ActionMatches(Schema):
+    items: list[ActionOut]

@@ -95,7 +95,9 @@ def propose_intent(
             observation_id=observation_id,
         )
 
-    if intent.observation is None:
+    if intent.observation is None or client.find_action(run_id, intent.action_id) is not None:
+        # Frozen already (a resumed or restarted agent): the same arguments answer the same
+        # intent, other ones IntentConflict, and no second observation is recorded.
         return propose(None)
     seen = intent.observation
     try:

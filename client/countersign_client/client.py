@@ -158,6 +158,11 @@ class Countersign:
         }
         return cast(Action, self._post(f"/runs/{run_id}/actions", body))
 
+    def find_action(self, run_id: str, action_id: str) -> Action | None:
+        """The intent the run froze under the logical `action_id`, or None."""
+        found = self._get(f"/runs/{run_id}/actions", params={"action_id": action_id})
+        return cast(Action, found["items"][0]) if found["items"] else None
+
     def get_action(self, action_id: str, *, wait: float = 0) -> Action:
         """The action; with `wait`, long-polls up to that many seconds (at most 30) while it
         waits for approval or executes."""

@@ -34,6 +34,12 @@ SESSION_HEADER = "Mcp-Session-Id"
 
 @csrf_exempt
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        # Answers come with each POST: no stream stays open (spec: a GET may be 405), and
+        # a session holds nothing here for a DELETE to end.
+        response = HttpResponse(status=405)
+        response["Allow"] = "POST"
+        return response
     try:
         token = rate_checked_token(request)
     except ApiLimited as limited:
@@ -44,12 +50,6 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
             status=401,
         )
         response["WWW-Authenticate"] = 'Bearer realm="countersign"'
-        return response
-    if request.method != "POST":
-        # Answers come with each POST: no stream stays open (spec: a GET may be 405), and
-        # a session holds nothing here for a DELETE to end.
-        response = HttpResponse(status=405)
-        response["Allow"] = "POST"
         return response
     message = _message(request.body)
     minted = None

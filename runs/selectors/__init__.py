@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from runs.selectors.core import (
     Policy,
+    action_frozen_under,
     action_status,
     action_with_decisions,
     any_action_due,
@@ -66,6 +67,7 @@ __all__ = [
     "RunDetail",
     "RunFilters",
     "action_by_id",
+    "action_frozen_under",
     "action_status",
     "action_with_decisions",
     "actions_by_ids",

@@ -153,6 +153,11 @@ def runs_newest_first(*, tenant: Tenant, phase: str | None = None) -> QuerySet[R
     return runs if phase is None else runs.filter(phase=phase)
 
 
+def action_frozen_under(run: Run, *, action_id: str) -> Action | None:
+    """The run's intent frozen under a logical id, if any (the id is unique per run)."""
+    return run.actions.filter(action_id=action_id).first()
+
+
 def observation_of_run(observation_id, *, run: Run) -> Observation | None:
     return Observation.objects.filter(tenant_id=run.tenant_id, run=run, pk=observation_id).first()
 

@@ -90,6 +90,22 @@ def test_the_same_logical_action_with_the_same_digest_answers_200_with_the_same_
     assert Action.objects.count() == 1
 
 
+def test_an_intent_is_found_by_its_logical_id_in_its_run_only(api):
+    run = make_run(api.tenant)
+    frozen = _propose(api, run, _observe(api, run)["id"]).body
+    other_run = make_run(api.tenant)
+
+    found = api.get(f"/runs/{run.id}/actions", action_id="close-ticket")
+    unknown = api.get(f"/runs/{run.id}/actions", action_id="close-another")
+    elsewhere = api.get(f"/runs/{other_run.id}/actions", action_id="close-ticket")
+
+    assert found.status == 200
+    assert [item["id"] for item in found.body["items"]] == [frozen["id"]]
+    assert found.body["items"][0]["intent_digest"] == frozen["intent_digest"]
+    assert (unknown.body, elsewhere.body) == ({"items": []}, {"items": []})
+    assert_problem(api.get(f"/runs/{run.id}/actions"), 422, "validation_error")
+
+
 def test_the_same_logical_action_with_another_digest_is_a_422_intent_conflict(api):
     run = make_run(api.tenant)
     observation_id = _observe(api, run)["id"]

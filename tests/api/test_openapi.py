@@ -15,6 +15,7 @@ ENDPOINTS = {
     ("get", "/api/v1/tools"),
     ("post", "/api/v1/runs/{run_id}/observations"),
     ("post", "/api/v1/runs/{run_id}/actions"),
+    ("get", "/api/v1/runs/{run_id}/actions"),
     ("get", "/api/v1/actions/{id}"),
     ("post", "/api/v1/runs/{run_id}/complete"),
     ("post", "/api/v1/runs/{run_id}/cancel"),
