@@ -1,9 +1,8 @@
 """countersign-mcp, the stdio bridge, as a desktop client runs it: a real subprocess driven
 by the SDK's stdio client, forwarding to the gateway of a live server with a real token.
 
-The bridge is started as `python -m countersign_client.mcp_bridge` from this checkout's
-client/ (what the `countersign-mcp` script calls), so the test runs this code whichever
-checkout the venv's editable install points at.
+The bridge is the `countersign-mcp` console script `make install` puts beside this Python,
+the command the README's desktop configuration names.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -25,10 +25,9 @@ from mcp.shared.exceptions import MCPError
 from control.services import api_token_create
 from runs.gateway.server import INSTRUCTIONS
 from runs.models import Action
-from tests.client.conftest import CLIENT_DIR
 from tests.factories import make_tenant
 
-BRIDGE = [sys.executable, "-m", "countersign_client.mcp_bridge"]
+BRIDGE = [str(Path(sys.executable).with_name("countersign-mcp"))]
 # A desktop client that hears nothing back is what a hang looks like; well past a slow CI run.
 PATIENCE_SECONDS = 60
 
@@ -37,7 +36,7 @@ def bridge(url: str, token: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=BRIDGE[0],
         args=[*BRIDGE[1:], "--url", url],
-        env={"PYTHONPATH": str(CLIENT_DIR), "COUNTERSIGN_TOKEN": token},
+        env={"COUNTERSIGN_TOKEN": token},
     )
 
 
@@ -129,7 +128,6 @@ def test_an_unreachable_countersign_is_a_clear_error_not_a_hang(tmp_path):
 
 def test_without_countersign_token_it_exits_at_once_with_one_line_saying_so():
     env = {name: value for name, value in os.environ.items() if name != "COUNTERSIGN_TOKEN"}
-    env["PYTHONPATH"] = str(CLIENT_DIR)
 
     exited = subprocess.run(
         [*BRIDGE, "--url", "http://127.0.0.1:9/mcp/"],
