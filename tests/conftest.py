@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runs.services.definitions import forget_confirmed_definitions
-from tests.processes import redis_queue, sandbox, workers
+from tests.git_upstream import GIT_CONNECTOR
+from tests.processes import Workers, redis_queue, sandbox, workers
 from tests.registry import noop_tool, read_tool
 
 __all__ = ["noop_tool", "read_tool", "redis_queue", "sandbox", "workers"]
@@ -17,3 +18,17 @@ def _definitions_confirmed_afresh():
     """Each test's database starts without frozen tool definitions (they roll back with it),
     so no process memory may say they were confirmed: query counts stay the same in any order."""
     forget_confirmed_definitions()
+
+
+@pytest.fixture
+def git_workers(redis_queue, tmp_path, settings, monkeypatch):
+    """Worker processes, and this process, that know the git connector (mcp-server-git over
+    stdio); no sandbox."""
+    path = tmp_path / "git.toml"
+    path.write_text(GIT_CONNECTOR)
+    settings.COUNTERSIGN_CONNECTORS = [str(path)]
+    monkeypatch.setenv("COUNTERSIGN_CONNECTORS", str(path))
+    pool = Workers(sandbox_url="http://127.0.0.1:9/sandbox/")
+    yield pool
+    pool.stop_all()
+    pool.assert_no_failed_jobs()

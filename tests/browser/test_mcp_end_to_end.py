@@ -13,24 +13,10 @@ from control.services import api_token_create
 from runs.models import Action
 from tests.browser.conftest import ARTIFACTS, log_in, screenshot
 from tests.factories import make_tenant, make_user
-from tests.git_upstream import GIT_CONNECTOR, commits, make_repository, stage_file
+from tests.git_upstream import commits, make_repository, stage_file
 from tests.mcp_client import Transcript, over_http
-from tests.processes import Workers
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def git_workers(redis_queue, tmp_path, settings, monkeypatch):
-    """Worker processes, and this server, that know the git connector."""
-    path = tmp_path / "git.toml"
-    path.write_text(GIT_CONNECTOR)
-    settings.COUNTERSIGN_CONNECTORS = [str(path)]
-    monkeypatch.setenv("COUNTERSIGN_CONNECTORS", str(path))
-    pool = Workers(sandbox_url="http://127.0.0.1:9/sandbox/")
-    yield pool
-    pool.stop_all()
-    pool.assert_no_failed_jobs()
 
 
 def test_an_mcp_client_gets_the_receipt_of_a_commit_approved_in_the_browser(

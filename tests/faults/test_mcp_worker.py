@@ -15,23 +15,9 @@ from reconciliation.models import ReconciliationCase
 from runs.execution.sweep import sweep_once
 from runs.models import Action, Receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.git_upstream import GIT_CONNECTOR, commits, install_hook, make_repository, stage_file
-from tests.processes import Workers
+from tests.git_upstream import commits, install_hook, make_repository, stage_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def workers(redis_queue, tmp_path, settings, monkeypatch):
-    """Worker processes (and this one) that know the git connector; no sandbox."""
-    path = tmp_path / "git.toml"
-    path.write_text(GIT_CONNECTOR)
-    settings.COUNTERSIGN_CONNECTORS = [str(path)]
-    monkeypatch.setenv("COUNTERSIGN_CONNECTORS", str(path))
-    pool = Workers(sandbox_url="http://127.0.0.1:9/sandbox/")
-    yield pool
-    pool.stop_all()
-    pool.assert_no_failed_jobs()
 
 
 def approved_commit(repository, message: str = "Add the release notes") -> Action:
@@ -57,7 +43,7 @@ def lease_expires(action: Action) -> None:
 
 
 def test_a_worker_commits_once_with_a_receipt_and_a_server_dying_mid_call_is_uncertain(
-    workers, tmp_path
+    git_workers, tmp_path
 ):
     """One burst worker, two approved commits: one is made once and its receipt recorded;
     on the other repository a post-commit hook kills the server after the commit, so that
@@ -70,7 +56,7 @@ def test_a_worker_commits_once_with_a_receipt_and_a_server_dying_mid_call_is_unc
     install_hook(dying, "post-commit", "kill -9 $PPID")
     made, lost = approved_commit(plain), approved_commit(dying)
 
-    assert workers.run_burst() == 0
+    assert git_workers.run_burst() == 0
 
     made.refresh_from_db()
     assert made.status == "succeeded", [a.error for a in made.attempts.all()]
@@ -93,13 +79,13 @@ def test_a_worker_commits_once_with_a_receipt_and_a_server_dying_mid_call_is_unc
 
 
 def test_a_worker_killed_between_the_commit_and_its_receipt_leaves_a_case_never_a_resend(
-    workers, tmp_path
+    git_workers, tmp_path
 ):
     repository = make_repository(tmp_path / "repository")
     stage_file(repository, "release-notes.txt")
     action = approved_commit(repository)
 
-    killed = workers.run_burst(fault_point=f"after_send_before_receipt@{action.pk}")
+    killed = git_workers.run_burst(fault_point=f"after_send_before_receipt@{action.pk}")
 
     assert killed == -signal.SIGKILL
     assert commits(repository) == ["Add the release notes", "initial"]
@@ -107,7 +93,7 @@ def test_a_worker_killed_between_the_commit_and_its_receipt_leaves_a_case_never_
     stage_file(repository, "unrelated.txt")
     lease_expires(action)
     call_command("sweep", verbosity=0)
-    assert workers.run_burst() == 0
+    assert git_workers.run_burst() == 0
 
     action.refresh_from_db()
     assert (action.status, action.error_class) == ("uncertain", "crash_after_send")
