@@ -8,6 +8,7 @@ itself (a trigger refuses UPDATE and DELETE: migration 0002).
 from __future__ import annotations
 
 from runs.models.gateway import McpSession
+from runs.models.grants import StandingGrant, StandingGrantApproval
 from runs.models.intents import (
     OPEN_ACTION_STATUSES,
     Action,
@@ -34,6 +35,8 @@ __all__ = [
     "Receipt",
     "Run",
     "RunEvent",
+    "StandingGrant",
+    "StandingGrantApproval",
     "ToolDefinition",
     "ToolPolicy",
 ]

@@ -22,6 +22,8 @@ class ToolPolicy(models.Model):
     four_eyes = models.BooleanField(default=False)
     required_approvals = models.PositiveSmallIntegerField(default=1)
     approval_seconds = models.PositiveIntegerField(default=24 * 3600)
+    # Off: every intent of this tool needs a person, whatever rule anyone writes.
+    standing_grants_allowed = models.BooleanField(default=True)
 
     class Meta:
         constraints = [
@@ -192,6 +194,14 @@ class Approval(models.Model):
     target_scope = models.CharField(max_length=500)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField()
+    # A grant a standing rule made (its approver is one of the rule's approvers), or null.
+    rule = models.ForeignKey(
+        "runs.StandingGrant",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="grants",
+    )
 
     class Meta:
         constraints = [

@@ -90,10 +90,10 @@ def action_proposed(*, run: Run, action: Action) -> Recorded:
     }
 
 
-def action_approved(*, approvals: int) -> Recorded:
-    """`approvals`: the grants that together reached the required number, this one included."""
-    return {
-        "type": "action.approved",
-        "payload": {"approvals": approvals},
-        "changes": {"phase": Phase.EXECUTING},
-    }
+def action_approved(*, approvals: int, rule: dict | None = None) -> Recorded:
+    """`approvals`: the grants that together reached the required number, this one included;
+    `rule` ({id, name}) when a standing rule made them."""
+    payload: dict = {"approvals": approvals}
+    if rule is not None:
+        payload["rule"] = rule
+    return {"type": "action.approved", "payload": payload, "changes": {"phase": Phase.EXECUTING}}

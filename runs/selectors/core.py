@@ -54,6 +54,7 @@ class Policy:
     four_eyes: bool
     required_approvals: int
     approval_seconds: int
+    standing_grants_allowed: bool = True
 
 
 def policy_for(*, tenant: Tenant, tool: str) -> Policy:
@@ -61,7 +62,11 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
     row = ToolPolicy.objects.filter(tenant=tenant, tool=tool).first()
     if row is not None:
         return Policy(
-            row.needs_approval, row.four_eyes, row.required_approvals, row.approval_seconds
+            row.needs_approval,
+            row.four_eyes,
+            row.required_approvals,
+            row.approval_seconds,
+            row.standing_grants_allowed,
         )
     try:
         needs_approval = get_tool(tool).needs_approval

@@ -36,6 +36,11 @@ from runs.services.runs import (
     run_start,
     run_stop,
 )
+from runs.services.standing import (
+    standing_grant_approve,
+    standing_grant_propose,
+    standing_grant_revoke,
+)
 
 __all__ = [
     "COMPENSATION_PREFIX",
@@ -62,6 +67,9 @@ __all__ = [
     "run_start",
     "run_stop",
     "run_unchanged_since_proposal",
+    "standing_grant_approve",
+    "standing_grant_propose",
+    "standing_grant_revoke",
     "tool_policy_set",
     "without",
 ]

@@ -43,6 +43,7 @@ from runs.services.common import (
 )
 from runs.services.definitions import tool_definition_confirm
 from runs.services.runs import run_enforce_limits
+from runs.services.standing import standing_grant_apply
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
@@ -204,10 +205,10 @@ def _action_freeze(
         next_attempt_at=None if policy.needs_approval else now,
     )
     append_event(run, actor=proposed_by, action=action, **action_proposed(run=run, action=action))
-    if policy.needs_approval:
-        notify_approvers(run, action, kind=notifications.REQUESTED)
-    else:
+    if not policy.needs_approval:
         outbox_write(run, job=EXECUTE_JOB, action=action)
+    elif standing_grant_apply(run, action, allowed=policy.standing_grants_allowed) is None:
+        notify_approvers(run, action, kind=notifications.REQUESTED)
     checkpoint_write(run)
     return action
 
