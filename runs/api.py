@@ -130,6 +130,7 @@ def _decision(action: Action) -> dict[str, Any] | None:
             "approver": approver_ref(tenant_id=action.tenant_id, user_id=approval.approver_id),
             "reason": approval.reason,
             "created_at": approval.created_at,
+            "rule": approval.rule.name if approval.rule_id else None,
         }
         for approval in approvals
     ]

@@ -178,6 +178,11 @@ class ApprovalOut(Schema):
     )
     reason: str
     created_at: datetime
+    rule: str | None = Field(
+        default=None,
+        description="The name of the standing rule that made this grant; null when a person "
+        "decided this intent.",
+    )
 
 
 class DecisionOut(Schema):

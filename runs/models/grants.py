@@ -67,6 +67,14 @@ class StandingGrant(models.Model):
     def __str__(self) -> str:
         return f"rule {self.name!r} for {self.tool}"
 
+    @property
+    def remaining_uses(self) -> int | None:
+        return None if self.max_uses is None else max(self.max_uses - self.uses, 0)
+
+    @property
+    def remaining_amount(self):
+        return None if self.amount_cap is None else max(self.amount_cap - self.amount_used, 0)
+
 
 class StandingGrantApproval(models.Model):
     """One approver's decision that makes a rule active."""

@@ -260,6 +260,7 @@ class ToolPolicyForm(forms.Form):
     approval_minutes = forms.IntegerField(
         label="Default expiry (minutes)", min_value=1, max_value=30 * 24 * 60
     )
+    standing_grants_allowed = forms.BooleanField(label="Standing rules allowed", required=False)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -274,3 +275,49 @@ class ToolPolicyForm(forms.Form):
                 "Four eyes and several approvals only apply when the tool needs approval."
             )
         return cleaned
+
+
+class StandingRuleForm(forms.Form):
+    """A new standing rule: which intents of one tool it approves, and its limits."""
+
+    tool = forms.ChoiceField(label="Tool")
+    name = forms.CharField(label="Name", max_length=200)
+    target_pattern = forms.CharField(
+        label="Target pattern (regular expression; empty: any target)",
+        max_length=500,
+        required=False,
+    )
+    arg_bounds = forms.CharField(
+        label="Argument bounds (JSON)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Per argument: minimum, maximum, enum, pattern. "
+        '{"amount_cents": {"maximum": 5000}}',
+    )
+    max_uses = forms.IntegerField(label="Uses at most", min_value=1, required=False)
+    uses_per_hour = forms.IntegerField(label="Uses per hour at most", min_value=1, required=False)
+    amount_argument = forms.CharField(label="Amount argument", max_length=100, required=False)
+    amount_cap = forms.DecimalField(
+        label="Cumulative cap on that amount", max_digits=24, decimal_places=6, required=False
+    )
+    days = forms.IntegerField(label="Expires in (days)", min_value=1, max_value=365, initial=7)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].choices = [(t, t) for t in tool_names()]
+
+    def clean_arg_bounds(self) -> dict:
+        text = self.cleaned_data["arg_bounds"].strip()
+        if not text:
+            return {}
+        try:
+            bounds = json.loads(text)
+        except ValueError as error:
+            raise forms.ValidationError(f"not JSON: {error}") from None
+        if not isinstance(bounds, dict):
+            raise forms.ValidationError("an object of argument names")
+        return bounds
+
+
+class RevokeRuleForm(forms.Form):
+    reason = forms.CharField(label="Why", max_length=2000)

@@ -16,6 +16,7 @@ from control.web import (
 )
 from runs import selectors, services
 from runs.pages.forms import (
+    StandingRuleForm,
     ToolPolicyForm,
     tool_names,
 )
@@ -39,6 +40,7 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
             "needs_approval": policy.needs_approval if policy else get_tool(tool).needs_approval,
             "four_eyes": policy.four_eyes if policy else False,
             "required_approvals": policy.required_approvals if policy else 1,
+            "standing_grants_allowed": policy.standing_grants_allowed if policy else True,
             "approval_minutes": max(
                 1,
                 (policy.approval_seconds if policy else settings.COUNTERSIGN_APPROVAL_SECONDS)
@@ -75,9 +77,25 @@ def tool_policies(request: HttpRequest) -> HttpResponse:
                 four_eyes=data["four_eyes"],
                 required_approvals=data["required_approvals"],
                 approval_seconds=data["approval_minutes"] * 60,
+                standing_grants_allowed=data["standing_grants_allowed"],
                 actor=request.user.get_username(),
             )
             messages.success(request, f"Saved the policy for {data['tool']}.")
             return redirect("tool_policies")
-    context = {"forms": _policy_forms(request.tenant, posted)}
-    return render(request, POLICIES, context, status=422 if posted is not None else 200)
+    return policies_page(request, posted=posted)
+
+
+def policies_page(
+    request: HttpRequest,
+    *,
+    posted: ToolPolicyForm | None = None,
+    rule_form: StandingRuleForm | None = None,
+) -> HttpResponse:
+    """The page, with a refused form (422) when one is given."""
+    context = {
+        "forms": _policy_forms(request.tenant, posted),
+        "rules": selectors.standing_rules(tenant=request.tenant),
+        "rule_form": rule_form or StandingRuleForm(),
+    }
+    refused = posted is not None or rule_form is not None
+    return render(request, POLICIES, context, status=422 if refused else 200)

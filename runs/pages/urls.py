@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.urls import path
 
 from control.web import tenant_switch
-from runs.pages import catalog, inbox, policies, run_pages
+from runs.pages import catalog, inbox, policies, run_pages, standing
 
 urlpatterns = [
     path("inbox/", inbox.inbox, name="inbox"),
@@ -30,5 +30,16 @@ urlpatterns = [
     ),
     path("tools/", catalog.tool_list, name="tool_list"),
     path("policies/", policies.tool_policies, name="tool_policies"),
+    path("policies/rules/", standing.standing_rule_create, name="standing_rule_create"),
+    path(
+        "policies/rules/<uuid:rule_pk>/approve/",
+        standing.standing_rule_approve,
+        name="standing_rule_approve",
+    ),
+    path(
+        "policies/rules/<uuid:rule_pk>/revoke/",
+        standing.standing_rule_revoke,
+        name="standing_rule_revoke",
+    ),
     path("tenant/", tenant_switch, name="tenant_switch"),
 ]

@@ -50,6 +50,7 @@ from runs.selectors.pages import (
     inbox_waiting_count,
     run_detail,
     run_page,
+    standing_rules,
     tool_policies,
 )
 
@@ -92,6 +93,7 @@ __all__ = [
     "run_effects_report",
     "run_page",
     "runs_newest_first",
+    "standing_rules",
     "tool_catalog",
     "tool_policies",
 ]

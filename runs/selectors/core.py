@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.functions import Now
 
 from control.models import Tenant
 from runs.models import (
     OPEN_ACTION_STATUSES,
     Action,
+    Approval,
     Observation,
     Run,
     ToolPolicy,
@@ -139,7 +140,7 @@ def action_with_decisions(action_pk, *, tenant: Tenant) -> Action | None:
     return (
         Action.objects.filter(tenant=tenant, pk=pk)
         .select_related("receipt", "supersedes", "superseded_by")
-        .prefetch_related("approvals")
+        .prefetch_related(Prefetch("approvals", queryset=Approval.objects.select_related("rule")))
         .first()
     )
 

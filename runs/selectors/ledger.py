@@ -11,6 +11,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
 from control.models import Tenant
 from runs.models import (
     Action,
+    Approval,
     Attempt,
     Receipt,
 )
@@ -26,7 +27,14 @@ class LedgerPage:
 
 
 def _receipts(tenant: Tenant) -> QuerySet[Receipt]:
-    return Receipt.objects.filter(tenant=tenant, action__tenant=tenant).select_related("action")
+    """Receipts with their action, and as `approved_by_rule` the name of the standing rule
+    that approved it (null when people did), in the same query."""
+    ruled = Approval.objects.filter(action=OuterRef("action"), rule__isnull=False)
+    return (
+        Receipt.objects.filter(tenant=tenant, action__tenant=tenant)
+        .select_related("action")
+        .annotate(approved_by_rule=Subquery(ruled.values("rule__name")[:1]))
+    )
 
 
 def _sent_without_receipt(tenant: Tenant) -> QuerySet[Action]:

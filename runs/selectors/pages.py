@@ -20,6 +20,8 @@ from runs.models import (
     McpSession,
     Run,
     RunEvent,
+    StandingGrant,
+    StandingGrantApproval,
     ToolPolicy,
 )
 
@@ -51,7 +53,8 @@ class Page:
 
 def _approvals_prefetch() -> Prefetch:
     return Prefetch(
-        "approvals", queryset=Approval.objects.select_related("approver").order_by("created_at")
+        "approvals",
+        queryset=Approval.objects.select_related("approver", "rule").order_by("created_at"),
     )
 
 
@@ -249,6 +252,17 @@ def run_detail(run_id, *, tenant: Tenant, events_before: int | None = None) -> R
         checkpoints=list(run.checkpoints.order_by("-state_version")[:CHECKPOINTS_SHOWN]),
         actions=list(actions),
         stop_event=stop_event,
+    )
+
+
+def standing_rules(*, tenant: Tenant) -> list[StandingGrant]:
+    """The tenant's standing rules, newest first, with who proposed, approved and revoked."""
+    approvals = StandingGrantApproval.objects.select_related("approver").order_by("created_at")
+    return list(
+        StandingGrant.objects.filter(tenant=tenant)
+        .select_related("created_by", "revoked_by")
+        .prefetch_related(Prefetch("approvals", queryset=approvals))
+        .order_by("-created_at")
     )
 
 

@@ -26,6 +26,7 @@ def tool_policy_set(
     required_approvals: int,
     approval_seconds: int,
     actor: str,
+    standing_grants_allowed: bool = True,
 ) -> ToolPolicy:
     """Sets a tenant's approval policy for one tool; intents proposed from now on follow it
     (those already frozen keep the policy they were proposed under)."""
@@ -38,6 +39,7 @@ def tool_policy_set(
         "four_eyes": four_eyes,
         "required_approvals": required_approvals,
         "approval_seconds": approval_seconds,
+        "standing_grants_allowed": standing_grants_allowed,
     }
     policy, _ = ToolPolicy.objects.update_or_create(tenant=tenant, tool=tool, defaults=values)
     audit_record(

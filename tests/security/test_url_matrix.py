@@ -10,12 +10,14 @@ object of this one (and a list that does not show it), and nobody logged out get
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.urls import URLResolver, get_resolver
+from django.utils import timezone
 
 from reconciliation.services import case_open
-from runs.services import approval_decide
+from runs.services import approval_decide, standing_grant_propose
 from tests.factories import make_action, make_run, make_tenant, make_user
 from tests.reconciliation.test_cases import make_uncertain
 
@@ -38,6 +40,7 @@ CATEGORIES = {
         "only with SANDBOX_ENABLED (tests/security/test_sandbox_switch.py)"
     ),
     "accounts/": "login (public), logout, password change (tests/security/test_passwords.py)",
+    "mcp": "the MCP gateway: tenant tokens, 401 without (tests/gateway/test_mcp_http.py)",
     "healthz": "load balancer health check: public, answers database and Redis status only",
     "metrics": "Prometheus scrape: its own token or network rule (tests/bench)",
 }
@@ -66,6 +69,9 @@ PAGES = {
     "action_give_up": Rule(get=None, post=DECIDERS, obj="write"),
     "tool_list": Rule(get=DECIDERS, post=None),
     "tool_policies": Rule(get=frozenset({"admin"}), post=frozenset({"admin"})),
+    "standing_rule_create": Rule(get=None, post=frozenset({"admin"})),
+    "standing_rule_approve": Rule(get=None, post=frozenset({"admin"}), obj="rule"),
+    "standing_rule_revoke": Rule(get=None, post=frozenset({"admin"}), obj="rule"),
     "tenant_switch": Rule(get=None, post=ALL),
     "receipt_ledger": Rule(get=AUDITORS, post=None),
     "receipt_export": Rule(get=AUDITORS, post=None),
@@ -120,7 +126,15 @@ def world(settings):
         seen_state_version=doubtful.base_version,
     )
     case = make_uncertain(doubtful) or case_open(action=doubtful)
+    rule = standing_grant_propose(
+        tenant=home,
+        tool="payment.refund",
+        name="refunds under $50",
+        proposer=people[home.pk, "admin"],
+        expires_at=timezone.now() + timedelta(days=7),
+    )
     objects = {
+        "rule": {"rule_pk": rule.pk},
         "action": {"action_pk": waiting.pk},
         "run": {"run_id": waiting.run_id},
         "write": {"run_id": waiting.run_id, "action_pk": waiting.pk},
