@@ -206,19 +206,23 @@ def receipt_record(
     )
     saga.step_succeeded(run, action=action, actor=worker)
     checkpoint_write(run)
-    # Last, so the audit chain's head row is locked only for the end of the transaction.
-    audit_record(
-        actor=worker,
-        verb=f"action.{final}",
-        tenant=run.tenant,
-        object_type="action",
-        object_id=str(action.pk),
-        data={
-            "receipt_id": receipt.receipt_id,
-            "source": source,
-            "idempotency_key": action.idempotency_key,
-        },
-    )
+    if source == Receipt.Source.RECONCILER:
+        # A person's resolution joins the audit chain. A worker's receipt does not: the
+        # receipt row and the run's hash-chained event prove it, and the chain's single head
+        # row would otherwise be a lock every worker's every write waits on (issue 17).
+        # Last, so the head row is locked only for the end of the transaction.
+        audit_record(
+            actor=worker,
+            verb=f"action.{final}",
+            tenant=run.tenant,
+            object_type="action",
+            object_id=str(action.pk),
+            data={
+                "receipt_id": receipt.receipt_id,
+                "source": source,
+                "idempotency_key": action.idempotency_key,
+            },
+        )
     if release_lease and lease is not None:
         lease_release(lease=lease)  # with the receipt: one commit fewer per action
 
