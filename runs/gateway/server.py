@@ -12,6 +12,7 @@ import copy
 import json
 from collections.abc import Callable
 from datetime import datetime
+from importlib.metadata import version
 from typing import Any
 
 import mcp_types as types
@@ -24,6 +25,7 @@ from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller
 
 SERVER_NAME = "countersign"
+SERVER_VERSION = version("countersign")
 INSTRUCTIONS = """\
 Countersign holds every write for a person's approval and executes it once, itself.
 Calling a write tool never executes it here: the answer comes at once with status
@@ -122,6 +124,7 @@ def build_server(caller: Caller) -> Server:
 
     return Server(
         SERVER_NAME,
+        version=SERVER_VERSION,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
