@@ -148,7 +148,10 @@ def _decide(request, claims, target, *, signed_in: bool) -> HttpResponse:
         return _refused(request, USED)
     except RunsError as error:
         return _page(request, target, needs_login=False, outcome=refusal(error), status=409)
-    target.action.refresh_from_db(fields=["status"])
+    fresh = selectors.decision_link_target(
+        action_pk=claims.action_pk, approver_pk=claims.approver_pk, nonce=claims.nonce
+    )
+    target = fresh or target  # the page shows the decision it just recorded
     return _page(request, target, needs_login=False, outcome=_decided(target.action, decision))
 
 
