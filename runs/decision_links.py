@@ -25,7 +25,6 @@ from django.utils import timezone
 from runs.models import Action
 
 SALT = "countersign.runs.decision-link"
-DEFAULT_LIFETIME_SECONDS = 30 * 60
 
 
 class LinkRefused(Exception):
@@ -49,9 +48,7 @@ class LinkClaims:
 
 
 def lifetime() -> timedelta:
-    return timedelta(
-        seconds=getattr(settings, "COUNTERSIGN_DECISION_LINK_SECONDS", DEFAULT_LIFETIME_SECONDS)
-    )
+    return timedelta(seconds=settings.COUNTERSIGN_DECISION_LINK_SECONDS)
 
 
 def decision_link_token(*, action: Action, approver_pk: int, now: datetime | None = None) -> str:

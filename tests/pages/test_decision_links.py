@@ -197,6 +197,17 @@ def test_an_expired_link_is_refused(client, olivia, action, mailoutbox):
     assert unchanged(action)
 
 
+def test_the_link_lifetime_is_a_setting(client, settings, olivia, action, mailoutbox):
+    settings.COUNTERSIGN_DECISION_LINK_SECONDS = 60
+    path = link_for(action, olivia, mailoutbox)
+    client_for(client, olivia)
+
+    with time_machine.travel(timezone.now() + timedelta(seconds=50)):
+        assert client.get(path).status_code == 200
+    with time_machine.travel(timezone.now() + timedelta(seconds=70)):
+        assert client.get(path).status_code == 410
+
+
 def test_a_link_lives_no_longer_than_its_request(client, tenant, olivia, mailoutbox):
     tool_policy_set(
         tenant=tenant,
