@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from control.audit import audit_record
 from runs import selectors, services
 from runs.decision_links import LinkClaims, LinkRefused, decision_link_read
 from runs.exceptions import LinkUsed, RunsError
@@ -100,6 +101,16 @@ def _page(request, target, *, needs_login, outcome=None, reject_form=None, statu
 
 
 def _refused(request: HttpRequest, refused: LinkRefused) -> HttpResponse:
+    if refused.status == 403:
+        # Recorded like every 403, without the path: it holds the token, and an auditor
+        # must not be able to read a link that may still decide.
+        audit_record(
+            actor=request.user.get_username(),
+            verb="auth.denied",
+            object_type="decision_link",
+            reason=refused.rule,
+            data={"method": request.method, "path": reverse("decision_link", args=["…"])},
+        )
     context = {"refused": refused}
     return render(request, REFUSED, context, status=refused.status)
 

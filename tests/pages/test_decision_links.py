@@ -184,6 +184,9 @@ def test_a_link_opened_by_someone_else_signed_in_is_refused(
         assert "This link was sent to someone else" in page
         assert "You are signed in as mallory" in page
     assert unchanged(action)
+    denials = AuditEntry.objects.filter(verb="auth.denied", actor="mallory")
+    assert denials.count() == 2
+    assert not any(path.split("/")[2] in str(entry.data) for entry in denials)
 
 
 def test_an_expired_link_is_refused(client, olivia, action, mailoutbox):
