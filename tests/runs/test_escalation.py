@@ -3,8 +3,10 @@ mailed, the webhook hears `escalated`, and the request waits on, to expire never
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import django_rq
 import pytest
@@ -141,3 +143,36 @@ def test_two_sweepers_at_once_escalate_each_request_exactly_once(queue):
     assert not any(report.errors for report in reports)
     for action in actions:
         assert len(escalation_messages(action)) == 1
+
+
+@pytest.mark.django_db
+def test_the_webhook_hears_the_escalation_as_its_own_kind(queue, settings):
+    received = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.server_port}/hook"
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = "webhook-test-secret"
+    try:
+        tenant = make_tenant()
+        escalate_after(tenant, 1)
+        action = make_action(make_run(tenant))
+        time.sleep(1.1)
+        sweep_once()
+
+        assert approval_notify(action=str(action.pk), kind=ESCALATED) == 2  # mail and webhook
+    finally:
+        server.shutdown()
+        server.server_close()
+    (payload,) = received
+    assert (payload["id"], payload["kind"]) == (f"escalated:{action.pk}", "escalated")
+    assert payload["action"]["intent_digest"] == action.intent_digest
