@@ -38,6 +38,10 @@ CATEGORIES = {
         "only with SANDBOX_ENABLED (tests/security/test_sandbox_switch.py)"
     ),
     "accounts/": "login (public), logout, password change (tests/security/test_passwords.py)",
+    "decide/": (
+        "a mail's decision link: the signed token is the credential, bound to one person "
+        "(tests/pages/test_decision_links.py)"
+    ),
     "healthz": "load balancer health check: public, answers database and Redis status only",
     "metrics": "Prometheus scrape: its own token or network rule (tests/bench)",
 }
