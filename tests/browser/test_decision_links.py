@@ -10,9 +10,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import Action
+from runs.models import Action, ToolPolicy
 from runs.services import tool_policy_set
-from tests.browser.conftest import PASSWORD, screenshot
+from tests.browser.conftest import PASSWORD, log_in, screenshot
 from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
 from tests.processes import Workers
 from tests.smtp import Mailbox, smtp_server
@@ -142,3 +142,35 @@ def test_a_link_only_tool_is_approved_from_the_link_without_signing_in(
     action.refresh_from_db()
     assert action.status == "approved"
     assert action.link_uses.get().logged_in is False
+
+
+def test_an_admin_sets_an_escalation_on_the_policies_page(page):
+    tenant = make_tenant()
+    make_user(tenant, "admin", username="ada")
+    log_in(page, "ada")
+    page.get_by_role("link", name="Policies").click()
+    row = page.locator("#policy-ticket-close")
+
+    row.get_by_label("ticket.close: escalate after minutes").fill("30")
+    row.get_by_label("ticket.close: escalation contacts").fill("lead@example.com, duty@")
+    row.get_by_role("button", name="Save").click()
+
+    expect(page.locator(".row-errors")).to_contain_text(
+        "Escalation contacts: “duty@” is not an email address."
+    )
+    screenshot(page, "tool-policies-escalation-refused")
+    assert not ToolPolicy.objects.filter(tenant=tenant).exists()
+
+    row = page.locator("#policy-ticket-close")
+    row.get_by_label("ticket.close: escalation contacts").fill("lead@example.com, duty@example.com")
+    row.get_by_label("ticket.close: decide from the mail link without signing in").check()
+    row.get_by_role("button", name="Save").click()
+
+    expect(page.locator(".message.success")).to_contain_text("Saved the policy for ticket.close")
+    screenshot(page, "tool-policies-escalation")
+    policy = ToolPolicy.objects.get(tenant=tenant, tool="ticket.close")
+    assert (policy.escalation_seconds, policy.escalation_contacts, policy.link_only_decisions) == (
+        1800,
+        ["lead@example.com", "duty@example.com"],
+        True,
+    )
