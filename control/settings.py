@@ -198,6 +198,9 @@ COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_SECRET",
 COUNTERSIGN_APPROVAL_WARNING_SECONDS = env_int(
     "COUNTERSIGN_APPROVAL_WARNING_SECONDS", 3600, minimum=1
 )
+# How long the decision link in an "approval requested" mail works (never past the request's
+# own expiry): runs.decision_links.
+COUNTERSIGN_DECISION_LINK_SECONDS = env_int("COUNTERSIGN_DECISION_LINK_SECONDS", 1800, minimum=1)
 
 # /metrics: `Authorization: Bearer <token>` or a client inside these CIDRs; neither set: 404.
 COUNTERSIGN_METRICS_TOKEN = env_str("COUNTERSIGN_METRICS_TOKEN", default="")

@@ -80,3 +80,9 @@ class CheckpointError(RunsError):
     def __init__(self, step: str, message: str) -> None:
         super().__init__(f"{step}: {message}")
         self.step = step
+
+
+class LinkUsed(RunsError):
+    """A decision link from an email was already used: each decides once."""
+
+    code = "link_used"

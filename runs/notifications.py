@@ -1,6 +1,7 @@
 """Tell people that a write waits for them: by email, and by an optional signed JSON webhook.
 
-Three moments: an approval was requested, it is about to expire, it expired. The services
+Four moments: an approval was requested, it waited past its tool policy's SLA (escalated),
+it is about to expire, it expired. The services
 write an OutboxMessage with `job=NOTIFY_JOB` and `payload={"action": <pk>, "kind": <kind>}`
 in the transaction that makes the moment true; the relay hands it to RQ, and
 `approval_notify` (a thin job taking ids) re-reads the action and sends. A moment that is no
@@ -12,6 +13,11 @@ is recorded and handed to RQ again after a backoff (30 s doubling, at most an ho
 NOTIFY_ATTEMPTS tries); a message handed over but never confirmed (Redis lost the job) is
 handed over again by the sweep after LOST_AFTER. A retry may send twice: receivers of the
 webhook dedupe by the `id` field (`<kind>:<action pk>`: each moment happens once per action).
+
+Who is mailed: everyone who may decide, each in a mail of their own; the "approval requested"
+mail carries that person's decision link (runs.decision_links). An escalation goes to the
+tool policy's escalation contacts instead, with a link to the inbox only: a contact need not
+be a member.
 
 Settings (all optional; read at each call):
 - COUNTERSIGN_BASE_URL: where links in messages point (default http://localhost:8000).
@@ -32,13 +38,14 @@ from datetime import timedelta
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
+from django.core.mail import send_mass_mail
 from django.db.models.functions import Now
 from django.urls import reverse
 
 from control.canonical import canonical_json
 from control.tenancy import APPROVER_ROLES
-from runs.models import Action, OutboxMessage
+from runs.decision_links import decision_link_url
+from runs.models import Action, OutboxMessage, ToolPolicy
 from runs.record.outbox import NOTIFY_JOB
 
 logger = logging.getLogger(__name__)
@@ -46,7 +53,8 @@ logger = logging.getLogger(__name__)
 REQUESTED = "requested"
 EXPIRING = "expiring"
 EXPIRED = "expired"
-KINDS = (REQUESTED, EXPIRING, EXPIRED)
+ESCALATED = "escalated"
+KINDS = (REQUESTED, EXPIRING, EXPIRED, ESCALATED)
 SIGNATURE_HEADER = "X-Countersign-Signature"
 TIMESTAMP_HEADER = "X-Countersign-Timestamp"
 WEBHOOK_TIMEOUT = (3.05, 10.0)
@@ -56,11 +64,13 @@ STILL_TRUE = {
     REQUESTED: Action.Status.WAITING_APPROVAL,
     EXPIRING: Action.Status.WAITING_APPROVAL,
     EXPIRED: Action.Status.EXPIRED,
+    ESCALATED: Action.Status.WAITING_APPROVAL,
 }
 SUBJECTS = {
     REQUESTED: "Approval requested: {tool} {target}",
     EXPIRING: "Approval expires soon: {tool} {target}",
     EXPIRED: "Approval expired, never approved: {tool} {target}",
+    ESCALATED: "Escalated, still waiting for approval: {tool} {target}",
 }
 
 
@@ -101,14 +111,9 @@ def _send(*, action: str, kind: str) -> int:
         return 0  # the moment passed (a request already decided): nothing to tell
     payload = notification_payload(row, kind=kind)
     sent = 0
-    recipients = approver_emails(row.tenant)
-    if recipients:
-        send_mail(
-            SUBJECTS[kind].format(tool=row.tool, target=row.target),
-            notification_text(payload),
-            getattr(settings, "COUNTERSIGN_NOTIFY_FROM", "") or settings.DEFAULT_FROM_EMAIL,
-            recipients,
-        )
+    mails = _mails(row, payload)
+    if mails:
+        send_mass_mail(mails)
         sent += 1
     url = getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_URL", "")
     secret = getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", "")
@@ -156,12 +161,37 @@ def requeue_lost() -> int:
     )
 
 
-def approver_emails(tenant) -> list[str]:
-    """Everyone who may decide in the tenant and has an address, once each, sorted."""
+def _mails(action: Action, payload: dict) -> list[tuple[str, str, str, list[str]]]:
+    """One (subject, body, sender, recipients) per mail: a mail of their own for each person
+    who may decide (a requested one carries their decision link), or one to the contacts."""
+    subject = SUBJECTS[payload["kind"]].format(tool=action.tool, target=action.target)
+    sender = getattr(settings, "COUNTERSIGN_NOTIFY_FROM", "") or settings.DEFAULT_FROM_EMAIL
+    if payload["kind"] == ESCALATED:
+        contacts = escalation_contacts(action)
+        return [(subject, notification_text(payload), sender, contacts)] if contacts else []
+    mails = []
+    for approver_pk, address in approvers_with_email(action.tenant):
+        link = ""
+        if payload["kind"] == REQUESTED:
+            link = decision_link_url(action=action, approver_pk=approver_pk)
+        body = notification_text(payload, decision_link=link)
+        mails.append((subject, body, sender, [address]))
+    return mails
+
+
+def approvers_with_email(tenant) -> list[tuple[int, str]]:
+    """Everyone who may decide in the tenant and has an address, once each, by address."""
     users = get_user_model().objects.filter(
         memberships__tenant=tenant, memberships__role__in=APPROVER_ROLES, is_active=True
     )
-    return sorted(set(users.exclude(email="").values_list("email", flat=True)))
+    rows = users.exclude(email="").values_list("pk", "email").distinct()
+    return sorted(set(rows), key=lambda row: (row[1], row[0]))
+
+
+def escalation_contacts(action: Action) -> list[str]:
+    """The addresses the action's tool policy escalates to, as the policy says now."""
+    policy = ToolPolicy.objects.filter(tenant_id=action.tenant_id, tool=action.tool).first()
+    return list(policy.escalation_contacts) if policy is not None else []
 
 
 def notification_payload(action: Action, *, kind: str) -> dict:
@@ -198,11 +228,13 @@ def notification_payload(action: Action, *, kind: str) -> dict:
     }
 
 
-def notification_text(payload: dict) -> str:
+def notification_text(payload: dict, *, decision_link: str = "") -> str:
     action = payload["action"]
     lines = [
         {
             REQUESTED: "An agent asks to make this write and waits for your decision.",
+            ESCALATED: "This request has waited past its tool's escalation time. "
+            "Unanswered, it will expire and never run.",
             EXPIRING: "This request expires soon. Unanswered, it will never run.",
             EXPIRED: "This request expired without approval. It will not run; you may ask again.",
         }[payload["kind"]],
@@ -216,6 +248,12 @@ def notification_text(payload: dict) -> str:
     ]
     if payload["observation"]:
         lines.append(f"Because:  {payload['observation']['summary']}")
+    if decision_link:
+        lines += [
+            "",
+            "Review and decide (a link for you alone, it works once and expires soon):",
+            decision_link,
+        ]
     lines += ["", f"Decide in the inbox: {payload['links']['inbox']}"]
     return "\n".join(lines) + "\n"
 

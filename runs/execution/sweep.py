@@ -1,6 +1,7 @@
 """The sweep: re-drives every piece of work from PostgreSQL, so losing Redis loses nothing.
 
-One pass relays undelivered outbox messages, expires unanswered approval requests, stops
+One pass relays undelivered outbox messages, expires unanswered approval requests, escalates
+those waiting past their tool policy's SLA, stops
 runs past their deadline, and makes sure a drain job is queued when actions are due (ready,
 waiting for a retry, or orphaned in flight by a dead worker). Two sweepers at once are safe:
 every step is a compare-and-set or an enqueue under a deterministic job id.
@@ -21,8 +22,9 @@ from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
 from runs.record.outbox import EXECUTE_JOB, relay
-from runs.selectors import any_action_due
+from runs.selectors import any_action_due, escalations_due
 from runs.services import (
+    approval_escalate,
     approval_expire,
     approval_warn_expiring,
     run_enforce_limits,
@@ -37,6 +39,7 @@ class SweepReport:
     relayed: int = 0
     expired: int = 0
     warned: int = 0
+    escalated: int = 0
     stopped: int = 0
     drains_enqueued: int = 0
     errors: list[str] = field(default_factory=list)
@@ -54,6 +57,9 @@ def sweep_once() -> SweepReport:
     ).exclude(outboxmessage__payload__kind=notifications.EXPIRING)
     report.warned = _each(
         report, "warn", soon.select_related("run"), lambda a: approval_warn_expiring(action=a)
+    )
+    report.escalated = _each(
+        report, "escalate", escalations_due(), lambda a: approval_escalate(action=a)
     )
     late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
     report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))

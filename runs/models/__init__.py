@@ -19,6 +19,7 @@ from runs.models.intents import (
     ToolDefinition,
     ToolPolicy,
 )
+from runs.models.outreach import DecisionLinkUse, Escalation
 from runs.models.runs import TERMINAL_PHASES, Checkpoint, Lease, Observation, Run, RunEvent
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "Approval",
     "Attempt",
     "Checkpoint",
+    "DecisionLinkUse",
+    "Escalation",
     "Lease",
     "McpSession",
     "Observation",

@@ -24,10 +24,22 @@ class ToolPolicy(models.Model):
     approval_seconds = models.PositiveIntegerField(default=24 * 3600)
     # Off: every intent of this tool needs a person, whatever rule anyone writes.
     standing_grants_allowed = models.BooleanField(default=True)
+    # Escalation: a request still waiting this long after its proposal is told, once, to
+    # these addresses (runs.services.outreach). Read when the sweep looks, not frozen into
+    # the intent: it changes who hears about a request, never what may be approved.
+    escalation_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalation_contacts = models.JSONField(default=list, blank=True)
+    # A link from the "approval requested" mail may decide without a logged-in session:
+    # meant for low-risk tools only (runs.pages.decision_links).
+    link_only_decisions = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["tenant", "tool"], name="tool_policy_unique_tool"),
+            models.CheckConstraint(
+                condition=Q(escalation_seconds__isnull=True) | Q(escalation_seconds__gte=1),
+                name="tool_policy_escalation_positive",
+            ),
             models.CheckConstraint(
                 condition=Q(required_approvals__gte=1), name="tool_policy_approvals_positive"
             ),

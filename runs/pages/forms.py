@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 
 from django import forms
+from django.core.validators import validate_email
 
 from runs.models import Action, Run
 from runs.tools.errors import ToolError
@@ -261,10 +263,22 @@ class ToolPolicyForm(forms.Form):
         label="Default expiry (minutes)", min_value=1, max_value=30 * 24 * 60
     )
     standing_grants_allowed = forms.BooleanField(label="Standing rules allowed", required=False)
+    escalation_minutes = forms.IntegerField(
+        label="Escalate after (minutes)", min_value=1, max_value=30 * 24 * 60, required=False
+    )
+    escalation_contacts = forms.CharField(
+        label="Escalation contacts", required=False, max_length=2000
+    )
+    link_only_decisions = forms.BooleanField(
+        label="Decide from the mail link without signing in", required=False
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["tool"].choices = [(t, t) for t in tool_names()]
+
+    def clean_escalation_contacts(self) -> list[str]:
+        return email_addresses(self.cleaned_data.get("escalation_contacts", ""))
 
     def clean(self):
         cleaned = super().clean()
@@ -274,6 +288,11 @@ class ToolPolicyForm(forms.Form):
             raise forms.ValidationError(
                 "Four eyes and several approvals only apply when the tool needs approval."
             )
+        minutes, contacts = cleaned.get("escalation_minutes"), cleaned.get("escalation_contacts")
+        if minutes and not contacts and "escalation_contacts" not in self.errors:
+            self.add_error("escalation_contacts", "Name at least one address to escalate to.")
+        if contacts and not minutes and "escalation_minutes" not in self.errors:
+            self.add_error("escalation_minutes", "Say after how many minutes to escalate.")
         return cleaned
 
 
@@ -321,3 +340,25 @@ class StandingRuleForm(forms.Form):
 
 class RevokeRuleForm(forms.Form):
     reason = forms.CharField(label="Why", max_length=2000)
+
+
+ESCALATION_CONTACTS_LIMIT = 20
+
+
+def email_addresses(text: str) -> list[str]:
+    """Addresses separated by commas, semicolons or spaces; each one checked, none repeated.
+    Every address that is not one is named in the error."""
+    candidates = [part for part in re.split(r"[\s,;]+", text.strip()) if part]
+    wrong = []
+    for candidate in candidates:
+        try:
+            validate_email(candidate)
+        except forms.ValidationError:
+            wrong.append(f"“{candidate}”")
+    if wrong:
+        noun = "is not an email address" if len(wrong) == 1 else "are not email addresses"
+        raise forms.ValidationError(f"{', '.join(wrong)} {noun}.")
+    addresses = list(dict.fromkeys(candidates))
+    if len(addresses) > ESCALATION_CONTACTS_LIMIT:
+        raise forms.ValidationError(f"At most {ESCALATION_CONTACTS_LIMIT} addresses.")
+    return addresses

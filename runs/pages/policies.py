@@ -46,11 +46,18 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
                 (policy.approval_seconds if policy else settings.COUNTERSIGN_APPROVAL_SECONDS)
                 // 60,
             ),
+            "escalation_minutes": _minutes(policy.escalation_seconds) if policy else None,
+            "escalation_contacts": ", ".join(policy.escalation_contacts) if policy else "",
+            "link_only_decisions": policy.link_only_decisions if policy else False,
         }
         form = ToolPolicyForm(initial=initial, auto_id=policy_field_id(tool))
         form.tool_name, form.slug, form.stored = tool, _slug(tool), policy is not None
         forms.append(form)
     return forms
+
+
+def _minutes(seconds: int | None) -> int | None:
+    return None if seconds is None else max(1, seconds // 60)
 
 
 def _slug(tool: str) -> str:
@@ -78,6 +85,9 @@ def tool_policies(request: HttpRequest) -> HttpResponse:
                 required_approvals=data["required_approvals"],
                 approval_seconds=data["approval_minutes"] * 60,
                 standing_grants_allowed=data["standing_grants_allowed"],
+                escalation_seconds=(data["escalation_minutes"] or 0) * 60 or None,
+                escalation_contacts=data["escalation_contacts"],
+                link_only_decisions=data["link_only_decisions"],
                 actor=request.user.get_username(),
             )
             messages.success(request, f"Saved the policy for {data['tool']}.")

@@ -33,6 +33,7 @@ from runs.selectors.ledger import (
     ledger_page,
     ledger_rows,
 )
+from runs.selectors.outreach import LinkTarget, decision_link_target, escalations_due
 from runs.selectors.pages import (
     CHECKPOINTS_SHOWN,
     EVENTS_PAGE_SIZE,
@@ -63,6 +64,7 @@ __all__ = [
     "PROVEN_STATUSES",
     "InboxFilters",
     "LedgerPage",
+    "LinkTarget",
     "Page",
     "Policy",
     "RunDetail",
@@ -75,6 +77,8 @@ __all__ = [
     "any_action_due",
     "approval_overrides",
     "completed_action_ids",
+    "decision_link_target",
+    "escalations_due",
     "inbox_expired",
     "inbox_page",
     "inbox_proposers",

@@ -24,6 +24,7 @@ from runs.services.intents import (
 )
 from runs.services.leases import lease_claim, lease_release, lease_renew
 from runs.services.ledger import ledger_export_record
+from runs.services.outreach import approval_decide_by_link, approval_escalate, link_only_allowed
 from runs.services.policies import tool_policy_set
 from runs.services.runs import (
     observation_record,
@@ -49,6 +50,8 @@ __all__ = [
     "action_propose",
     "action_set_status",
     "approval_decide",
+    "approval_decide_by_link",
+    "approval_escalate",
     "approval_expire",
     "approval_warn_expiring",
     "grant_check",
@@ -56,6 +59,7 @@ __all__ = [
     "lease_release",
     "lease_renew",
     "ledger_export_record",
+    "link_only_allowed",
     "observation_record",
     "outbox_write",
     "run_cancel",

@@ -71,7 +71,7 @@ def with_email(user, address: str):
     return user
 
 
-def test_a_request_emails_everyone_who_may_decide_with_what_to_judge(tenant):
+def test_a_request_emails_everyone_who_may_decide_each_with_a_link_of_their_own(tenant):
     with_email(make_user(tenant, "operator"), "op@example.com")
     with_email(make_user(tenant, "admin"), "admin@example.com")
     with_email(make_user(tenant, "auditor"), "auditor@example.com")
@@ -79,11 +79,14 @@ def test_a_request_emails_everyone_who_may_decide_with_what_to_judge(tenant):
 
     assert approval_notify(str(action.run_id), action=str(action.pk), kind=REQUESTED) == 1
 
-    (message,) = mail.outbox
-    assert message.to == ["admin@example.com", "op@example.com"]
-    assert message.subject == "Approval requested: ticket.close ticket-7"
-    assert action.intent_digest in message.body
-    assert f"/inbox/?run={action.run_id}" in message.body
+    assert [message.to for message in mail.outbox] == [["admin@example.com"], ["op@example.com"]]
+    links = set()
+    for message in mail.outbox:
+        assert message.subject == "Approval requested: ticket.close ticket-7"
+        assert action.intent_digest in message.body
+        assert f"/inbox/?run={action.run_id}" in message.body
+        links |= {line for line in message.body.splitlines() if "/decide/" in line}
+    assert len(links) == 2  # one link per person, never shared
 
 
 def test_a_request_already_decided_sends_nothing(tenant):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -69,4 +71,60 @@ def test_only_an_admin_may_see_or_set_policies(client, tenant, role):
 
     assert client.get(reverse("tool_policies")).status_code == 403
     assert client.post(reverse("tool_policies"), POLICY).status_code == 403
+    assert not ToolPolicy.objects.filter(tenant=tenant).exists()
+
+
+ESCALATION = {
+    **POLICY,
+    "escalation_minutes": "30",
+    "escalation_contacts": "lead@example.com; duty@example.com, lead@example.com",
+    "link_only_decisions": "on",
+}
+
+
+def test_an_admin_sets_an_escalation_and_link_only_decisions(client, tenant):
+    client_for(client, make_user(tenant, "admin"))
+
+    response = client.post(reverse("tool_policies"), ESCALATION)
+
+    assert response.status_code == 302
+    policy = ToolPolicy.objects.get(tenant=tenant, tool="ticket.close")
+    assert policy.escalation_seconds == 1800
+    assert policy.escalation_contacts == ["lead@example.com", "duty@example.com"]
+    assert policy.link_only_decisions is True
+    page = client.get(reverse("tool_policies")).content.decode()
+    assert 'value="lead@example.com, duty@example.com"' in page
+    assert re.search(r'id="id_ticket-close_escalation_minutes"\s+value="30"', page)
+
+
+def test_a_bad_escalation_address_is_named_and_nothing_is_saved(client, tenant):
+    client_for(client, make_user(tenant, "admin"))
+    contacts = "lead@example.com, bob@, not an address"
+
+    response = client.post(
+        reverse("tool_policies"), {**ESCALATION, "escalation_contacts": contacts}
+    )
+
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert "Escalation contacts: “bob@”, “not”, “an”, “address” are not email addresses." in page
+    assert f'value="{contacts}"' in page  # what was typed stays, to be corrected
+    assert not ToolPolicy.objects.filter(tenant=tenant).exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"escalation_contacts": ""}, "Escalation contacts: Name at least one address"),
+        ({"escalation_minutes": ""}, "Escalate after (minutes): Say after how many minutes"),
+        ({"escalation_minutes": "0"}, "Escalate after (minutes): Ensure this value is greater"),
+    ],
+)
+def test_an_escalation_needs_both_a_time_and_a_contact(client, tenant, changes, message):
+    client_for(client, make_user(tenant, "admin"))
+
+    response = client.post(reverse("tool_policies"), {**ESCALATION, **changes})
+
+    assert response.status_code == 422
+    assert message in response.content.decode()
     assert not ToolPolicy.objects.filter(tenant=tenant).exists()

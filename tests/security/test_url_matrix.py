@@ -41,6 +41,10 @@ CATEGORIES = {
     ),
     "accounts/": "login (public), logout, password change (tests/security/test_passwords.py)",
     "mcp": "the MCP gateway: tenant tokens, 401 without (tests/gateway/test_mcp_http.py)",
+    "decide/": (
+        "a mail's decision link: the signed token is the credential, bound to one person "
+        "(tests/pages/test_decision_links.py)"
+    ),
     "healthz": "load balancer health check: public, answers database and Redis status only",
     "metrics": "Prometheus scrape: its own token or network rule (tests/bench)",
 }

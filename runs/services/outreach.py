@@ -1,0 +1,107 @@
+"""Reaching people where they are: escalating a request past its SLA, and deciding through
+the signed link an "approval requested" mail carries (runs.decision_links)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+
+from control.audit import audit_record
+from control.clock import db_now
+from runs import notifications
+from runs.decision_links import LinkClaims
+from runs.exceptions import GrantMismatch, LinkUsed, NotAllowed
+from runs.models import Action, Approval, DecisionLinkUse, Escalation, ToolPolicy
+from runs.services.approvals import approval_decide
+from runs.services.common import notify_approvers
+
+
+@transaction.atomic
+def approval_escalate(*, action: Action) -> bool:
+    """Once per request: tells the tool policy's escalation contacts that it has waited past
+    the policy's SLA. True when it wrote the escalation (its row and its notification).
+
+    Escalating changes nothing the approver binds to (no event, no state version): the
+    request waits as before, and expiry still makes it "never approved"."""
+    policy = ToolPolicy.objects.filter(tenant_id=action.tenant_id, tool=action.tool).first()
+    if policy is None or policy.escalation_seconds is None or not policy.escalation_contacts:
+        return False
+    now = db_now()
+    if action.created_at + timedelta(seconds=policy.escalation_seconds) > now:
+        return False
+    if not Action.objects.filter(pk=action.pk, status=Action.Status.WAITING_APPROVAL).exists():
+        return False
+    try:
+        with transaction.atomic():
+            Escalation.objects.create(
+                tenant_id=action.tenant_id,
+                action=action,
+                sla_seconds=policy.escalation_seconds,
+                contacts=list(policy.escalation_contacts),
+                created_at=now,
+            )
+    except IntegrityError:
+        return False  # another sweeper escalated it first
+    notify_approvers(action.run, action, kind=notifications.ESCALATED)
+    return True
+
+
+def link_only_allowed(action: Action) -> bool:
+    """May a link decide on this request without a logged-in session? Read from the tool
+    policy now, so turning it off stops links already sent."""
+    return ToolPolicy.objects.filter(
+        tenant_id=action.tenant_id, tool=action.tool, link_only_decisions=True
+    ).exists()
+
+
+@transaction.atomic
+def approval_decide_by_link(
+    *,
+    claims: LinkClaims,
+    action: Action,
+    approver,
+    logged_in: bool,
+    decision: str,
+    seen_digest: str,
+    seen_state_version: int,
+    reason: str = "",
+) -> Approval:
+    """Records the decision a decision link's page confirmed, once per link: the link's use
+    and the decision commit together, so a refused decision leaves the link unused."""
+    if str(action.pk) != claims.action_pk or approver.pk != claims.approver_pk:
+        raise NotAllowed("this link was sent to someone else")
+    if claims.intent_digest != action.intent_digest:
+        raise GrantMismatch("digest", "the link was sent for another intent")
+    if not logged_in and not link_only_allowed(action):
+        raise NotAllowed("this tool's policy asks you to sign in before deciding")
+    try:
+        with transaction.atomic():
+            DecisionLinkUse.objects.create(
+                tenant_id=action.tenant_id,
+                nonce=claims.nonce,
+                action=action,
+                approver=approver,
+                decision=decision,
+                logged_in=logged_in,
+                used_at=db_now(),
+            )
+    except IntegrityError:
+        raise LinkUsed("this link was already used") from None
+    approval = approval_decide(
+        action=action,
+        approver=approver,
+        decision=decision,
+        seen_digest=seen_digest,
+        seen_state_version=seen_state_version,
+        reason=reason,
+    )
+    audit_record(
+        actor=approver.get_username(),
+        verb="action.decided_by_link",
+        tenant=action.tenant,
+        object_type="action",
+        object_id=str(action.pk),
+        data={"decision": decision, "logged_in": logged_in, "nonce": claims.nonce},
+    )
+    return approval
