@@ -16,15 +16,17 @@ from control.audit import audit_record
 from control.clock import db_now
 from runs.exceptions import GrantMismatch
 from runs.execution import saga
-from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
+from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.checkpoints import checkpoint_write
 from runs.record.completed import action_entry
 from runs.record.events import LeaseToken, append_event
+from runs.record.outbox import EXECUTE_JOB
 from runs.services import (
     action_set_status,
     grant_check,
     lease_release,
     lease_renew,
+    outbox_write,
     run_stop,
     without,
 )
@@ -39,9 +41,18 @@ def load_action(action_pk) -> tuple[Action, Run]:
     return action, action.run
 
 
-def _phase_after_action(run: Run) -> str:
-    """A run cancelled or stopped while its write was in flight keeps its terminal phase."""
-    return run.phase if run.phase in TERMINAL_PHASES else Phase.RUNNING
+def _phase_after_action(run: Run, action: Action) -> str:
+    """The run's phase once `action` is settled. A run cancelled or stopped while its write
+    was in flight keeps its terminal phase. A plan with items still to send goes on
+    executing, and a job is queued for the next one (a person may have settled this one)."""
+    if run.phase in TERMINAL_PHASES:
+        return run.phase
+    if action.plan_id is not None:
+        rest = Action.objects.filter(plan_id=action.plan_id, status__in=OPEN_ACTION_STATUSES)
+        if rest.exclude(pk=action.pk).exists():
+            outbox_write(run, job=EXECUTE_JOB, action=action)
+            return Phase.EXECUTING
+    return Phase.RUNNING
 
 
 @transaction.atomic
@@ -110,7 +121,7 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
         lease=lease,
         payload={"rule": error.rule, "detail": str(error)},
         changes={
-            "phase": _phase_after_action(run),
+            "phase": _phase_after_action(run, action),
             "pending_work": without(run.pending_work, action.action_id),
         },
     )
@@ -199,7 +210,7 @@ def receipt_record(
             "target_version": receipt.target_version,
         },
         changes={
-            "phase": _phase_after_action(run),
+            "phase": _phase_after_action(run, action),
             "pending_work": without(run.pending_work, action.action_id),
         },
         completed=action_entry(action),  # the receipt row is cached on the action

@@ -15,23 +15,27 @@ from datetime import timedelta
 
 import django_rq
 from django.conf import settings
+from django.db.models import Q
 from django.db.models.functions import Now
 from redis.exceptions import RedisError
 
 from runs import notifications
 from runs.exceptions import RunsError
-from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Run
+from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Plan, Run
 from runs.record.outbox import EXECUTE_JOB, relay
 from runs.selectors import any_action_due, escalations_due
 from runs.services import (
     approval_escalate,
     approval_expire,
     approval_warn_expiring,
+    plan_expire,
     run_enforce_limits,
 )
 
 logger = logging.getLogger(__name__)
 DRAIN_JOBS = 2
+# People hear about a plan once, through its first item, not once per intent.
+ONE_PER_REQUEST = Q(plan__isnull=True) | Q(position=0)
 
 
 @dataclass
@@ -47,19 +51,26 @@ class SweepReport:
 
 def sweep_once() -> SweepReport:
     report = SweepReport()
-    expiring = Action.objects.filter(status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now())
+    expiring = Action.objects.filter(
+        status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now(), plan__isnull=True
+    )
     report.expired = _each(
         report, "expire", expiring.select_related("run"), lambda a: approval_expire(action=a)
     )
+    lapsed = Plan.objects.filter(status=Plan.Status.WAITING_APPROVAL, expires_at__lte=Now())
+    report.expired += _each(report, "expire plan", lapsed, lambda p: plan_expire(plan=p))
     warning = timedelta(seconds=settings.COUNTERSIGN_APPROVAL_WARNING_SECONDS)
     soon = Action.objects.filter(
-        status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
+        ONE_PER_REQUEST, status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
     ).exclude(outboxmessage__payload__kind=notifications.EXPIRING)
     report.warned = _each(
         report, "warn", soon.select_related("run"), lambda a: approval_warn_expiring(action=a)
     )
     report.escalated = _each(
-        report, "escalate", escalations_due(), lambda a: approval_escalate(action=a)
+        report,
+        "escalate",
+        escalations_due().filter(ONE_PER_REQUEST),
+        lambda a: approval_escalate(action=a),
     )
     late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
     report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))

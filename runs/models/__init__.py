@@ -20,6 +20,7 @@ from runs.models.intents import (
     ToolPolicy,
 )
 from runs.models.outreach import DecisionLinkUse, Escalation
+from runs.models.plans import Plan
 from runs.models.runs import TERMINAL_PHASES, Checkpoint, Lease, Observation, Run, RunEvent
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "McpSession",
     "Observation",
     "OutboxMessage",
+    "Plan",
     "Receipt",
     "Run",
     "RunEvent",

@@ -126,13 +126,19 @@ class Action(models.Model):
     error_class = models.CharField(max_length=64, blank=True)
     last_error = models.TextField(blank=True)
     decision_reason = models.TextField(blank=True)
+    # The plan this intent was proposed in, and its place there (runs.services.plans).
+    plan = models.ForeignKey(
+        "runs.Plan", on_delete=models.PROTECT, null=True, blank=True, related_name="items"
+    )
+    position = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "action_id"], name="action_unique_logical_id"),
-            # A run holds at most one executable pending action: its writes are ordered.
+            # A run holds at most one open intent of its own, or the open items of one plan
+            # (runs.services.plans): either way its writes are ordered.
             models.UniqueConstraint(
                 fields=["run"],
                 condition=Q(
@@ -143,9 +149,19 @@ class Action(models.Model):
                         "retry_wait",
                         "needs_attention",
                         "uncertain",
-                    ]
+                    ],
+                    plan__isnull=True,
                 ),
                 name="action_one_open_per_run",
+            ),
+            # Whatever a run holds, one write at a time is sent or in doubt.
+            models.UniqueConstraint(
+                fields=["run"],
+                condition=Q(status__in=["in_flight", "needs_attention", "uncertain"]),
+                name="action_one_in_flight_per_run",
+            ),
+            models.UniqueConstraint(
+                fields=["plan", "position"], name="action_unique_plan_position"
             ),
             models.CheckConstraint(
                 condition=Q(intent_digest__startswith="sha256:"), name="action_digest_format"
@@ -206,6 +222,8 @@ class Approval(models.Model):
     target_scope = models.CharField(max_length=500)
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField()
+    # The plan digest a plan's approval is bound to, besides the item's own digest.
+    plan_digest = models.CharField(max_length=71, blank=True)
     # A grant a standing rule made (its approver is one of the rule's approvers), or null.
     rule = models.ForeignKey(
         "runs.StandingGrant",

@@ -105,6 +105,7 @@ def build_state(run: Run) -> dict:
     # Only the open intents: the cost of a checkpoint must not grow with the completed work.
     open_actions = list(
         run.actions.filter(status__in=OPEN_ACTION_STATUSES)
+        .order_by("position", "created_at")  # a plan's next item first
         .select_related("observation")
         .prefetch_related("approvals")
     )

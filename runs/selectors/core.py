@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.db.models.functions import Now
 
 from control.models import Tenant
@@ -110,10 +110,17 @@ def run_effects_report(run: Run) -> dict:
 
 def ready_actions() -> QuerySet[Action]:
     """Approved, or waiting for a retry whose time has come: read through the ready-queue
-    partial index (action_ready_queue), however many actions the table holds."""
+    partial index (action_ready_queue), however many actions the table holds. A plan's item
+    is ready only once every item before it is settled: its items go one at a time, in
+    order, and one in doubt holds back the rest."""
+    earlier_open = Action.objects.filter(
+        plan_id=OuterRef("plan_id"),
+        position__lt=OuterRef("position"),
+        status__in=OPEN_ACTION_STATUSES,
+    )
     return Action.objects.filter(
         status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT], next_attempt_at__lte=Now()
-    )
+    ).exclude(Exists(earlier_open))
 
 
 def orphaned_actions() -> QuerySet[Action]:

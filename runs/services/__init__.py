@@ -25,6 +25,7 @@ from runs.services.intents import (
 from runs.services.leases import lease_claim, lease_release, lease_renew
 from runs.services.ledger import ledger_export_record
 from runs.services.outreach import approval_decide_by_link, approval_escalate, link_only_allowed
+from runs.services.plans import PlanItem, plan_decide, plan_expire, plan_propose
 from runs.services.policies import tool_policy_set
 from runs.services.runs import (
     observation_record,
@@ -45,6 +46,7 @@ from runs.services.standing import (
 
 __all__ = [
     "COMPENSATION_PREFIX",
+    "PlanItem",
     "action_ask_again",
     "action_edit_and_approve",
     "action_propose",
@@ -62,6 +64,9 @@ __all__ = [
     "link_only_allowed",
     "observation_record",
     "outbox_write",
+    "plan_decide",
+    "plan_expire",
+    "plan_propose",
     "run_cancel",
     "run_complete",
     "run_enforce_limits",

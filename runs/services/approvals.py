@@ -56,6 +56,8 @@ def approval_decide(
     run = action.run
     if not has_any_role(approver, run.tenant, APPROVER_ROLES):
         raise NotAllowed("only an operator of this tenant may decide")
+    if action.plan_id is not None:
+        raise InvalidTransition("this intent is part of a plan: decide the plan as a whole")
     if action.status != Status.WAITING_APPROVAL:
         raise InvalidTransition(f"action is {action.status}, not waiting for approval")
     now = db_now()
@@ -147,9 +149,12 @@ def grant_check(action: Action) -> None:
         raise GrantMismatch("decision", "the intent was rejected")
     now = db_now()
     approvers = set()
+    plan = action.plan
     for grant in decisions:
         if not grant.intent_digest or grant.intent_digest != action.intent_digest:
             raise GrantMismatch("digest", "a grant is bound to another intent")
+        if plan is not None and (not grant.plan_digest or grant.plan_digest != plan.digest):
+            raise GrantMismatch("plan", "a grant is bound to another plan")
         if grant.state_version is None or grant.state_version != action.base_version:
             raise GrantMismatch("state_version", "a grant names another state version")
         if not grant.target_scope or grant.target_scope != action.target:
@@ -165,7 +170,13 @@ def grant_check(action: Action) -> None:
         raise GrantMismatch(
             "approvals", f"{len(approvers)} of {action.required_approvals} approvals"
         )
-    own_events = RunEvent.objects.filter(run=run, action=action, seq__gt=action.base_event_seq)
+    # A plan's items share its base: every event of the plan since then is its own.
+    own_events = RunEvent.objects.filter(run=run, seq__gt=action.base_event_seq)
+    own_events = (
+        own_events.filter(action=action)
+        if plan is None
+        else own_events.filter(action__plan_id=plan.pk)
+    )
     if not run_unchanged_since_proposal(run=run, action=action, own_events=own_events.count()):
         raise GrantMismatch("state_version", "the run changed after the intent was approved")
 
@@ -174,6 +185,8 @@ def grant_check(action: Action) -> None:
 def approval_expire(*, action: Action) -> bool:
     """Marks an unanswered request expired (never approved); True when it did."""
     run = action.run
+    if action.plan_id is not None:
+        return False  # a plan expires as a whole: runs.services.plans.plan_expire
     if action.status != Status.WAITING_APPROVAL or action.expires_at > db_now():
         return False
     action_set_status(action, expected={Status.WAITING_APPROVAL}, status=Status.EXPIRED)

@@ -91,25 +91,15 @@ def action_propose(
     intent (created=False); with a different digest it is an IntentConflict. A reserved id
     (RESERVED_ACTION_IDS) is refused unless `derived`: only the saga, edit-then-approve and
     ask-again, which build those ids themselves, pass it."""
-    rule = None if derived else reserved_action_id_rule(action_id)
-    if rule is not None:
-        raise InvalidArguments(f"action_id {action_id!r} is refused: {rule}")
-    try:
-        adapter = get_tool(tool, contract_version)
-        target, args = adapter.normalize(target=target, args=args)
-    except tool_errors.ToolError as error:
-        raise InvalidArguments(str(error)) from None
-    tool_definition_confirm(tool=adapter)
-    try:
-        digest = intent_digest(tool=tool, target=target, args=args)
-        idempotency_key(
-            run_id=str(run.pk),
-            action_id=action_id,
-            target=target,
-            contract_version=contract_version,
-        )
-    except ValueError as error:
-        raise InvalidArguments(str(error)) from None
+    target, args, digest = intent_frozen(
+        run,
+        action_id=action_id,
+        tool=tool,
+        target=target,
+        args=args,
+        contract_version=contract_version,
+        derived=derived,
+    )
     existing = _frozen_as(run, action_id=action_id, digest=digest)
     if existing is not None:
         return existing, False
@@ -136,6 +126,41 @@ def action_propose(
         if existing is None:
             raise
         return existing, False
+
+
+def intent_frozen(
+    run: Run,
+    *,
+    action_id: str,
+    tool: str,
+    target: str,
+    args: dict,
+    contract_version: str,
+    derived: bool = False,
+) -> tuple[str, dict, str]:
+    """(target, args, digest) of an intent in normal form, or InvalidArguments naming what
+    is wrong: a reserved id, a tool or version not configured, arguments the tool refuses,
+    a key that cannot be built. The tool's frozen definition is confirmed."""
+    rule = None if derived else reserved_action_id_rule(action_id)
+    if rule is not None:
+        raise InvalidArguments(f"action_id {action_id!r} is refused: {rule}")
+    try:
+        adapter = get_tool(tool, contract_version)
+        target, args = adapter.normalize(target=target, args=args)
+    except tool_errors.ToolError as error:
+        raise InvalidArguments(str(error)) from None
+    tool_definition_confirm(tool=adapter)
+    try:
+        digest = intent_digest(tool=tool, target=target, args=args)
+        idempotency_key(
+            run_id=str(run.pk),
+            action_id=action_id,
+            target=target,
+            contract_version=contract_version,
+        )
+    except ValueError as error:
+        raise InvalidArguments(str(error)) from None
+    return target, args, digest
 
 
 def _frozen_as(run: Run, *, action_id: str, digest: str) -> Action | None:

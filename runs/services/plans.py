@@ -1,0 +1,313 @@
+"""Plans: one decision for an exact, bounded set of frozen intents.
+
+An agent proposes up to MAX_PLAN_ITEMS intents at once. Each is frozen as any intent is (its
+own logical id, key and digest); the plan's digest is "sha256:" + sha256 of the canonical JSON
+list of their digests, sorted. A run holds the open items of one plan, or one open intent of
+its own, never both (runs.models: the open-per-run constraint counts intents outside plans;
+the phase does the rest: a run proposes only while running).
+
+"State version equal" for a plan: the approver saw the run at the plan's base version, and
+since then only the plan's own events (its grants; once executing, its items' attempts and
+receipts) may have changed the run. Approving grants every item, each bound to its digest,
+the plan digest, that state version, its target and the plan's expiry. The items then
+execute one at a time in their order (runs.selectors.ready_actions): an item in doubt holds
+back the rest until its case is resolved (fail closed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from control.audit import audit_record
+from control.canonical import canonical_json, content_hash, idempotency_key
+from control.clock import db_now
+from control.tenancy import APPROVER_ROLES, has_any_role
+from runs import notifications
+from runs.exceptions import (
+    GrantMismatch,
+    IntentConflict,
+    InvalidArguments,
+    InvalidTransition,
+    NotAllowed,
+    StaleState,
+)
+from runs.models import Action, Approval, Observation, Plan, Run
+from runs.record.checkpoints import checkpoint_write
+from runs.record.events import append_event
+from runs.record.outbox import EXECUTE_JOB
+from runs.selectors import policy_for
+from runs.services.approvals import run_unchanged_since_proposal
+from runs.services.common import notify_approvers, outbox_write, require_phase
+from runs.services.intents import intent_frozen
+from runs.services.runs import run_enforce_limits
+
+MAX_PLAN_ITEMS = 1000
+Phase = Run.Phase
+Status = Action.Status
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    action_id: str
+    tool: str
+    target: str
+    args: dict[str, Any]
+    contract_version: str = "v1"
+
+
+def plan_digest(digests: list[str]) -> str:
+    """The digest a plan's approval binds to: over its items' digests, sorted."""
+    return content_hash(canonical_json(sorted(digests)))
+
+
+def plan_propose(
+    *, run: Run, items: list[PlanItem], observation: Observation | None, proposed_by: str
+) -> tuple[Plan, bool]:
+    """Freezes a plan. The same items again (the same plan digest) return the same plan
+    (created=False); an item's logical id already frozen in this run is an IntentConflict."""
+    if not 1 <= len(items) <= MAX_PLAN_ITEMS:
+        raise InvalidArguments(f"a plan holds 1 to {MAX_PLAN_ITEMS} intents, not {len(items)}")
+    frozen, seen = [], set()
+    for position, item in enumerate(items):
+        if item.action_id in seen:
+            raise InvalidArguments(f"intents[{position}]: action_id {item.action_id!r} twice")
+        seen.add(item.action_id)
+        try:
+            target, args, digest = intent_frozen(
+                run,
+                action_id=item.action_id,
+                tool=item.tool,
+                target=item.target,
+                args=item.args,
+                contract_version=item.contract_version,
+            )
+        except InvalidArguments as error:
+            raise InvalidArguments(f"intents[{position}]: {error}") from None
+        frozen.append((item, target, args, digest))
+    digest = plan_digest([entry[3] for entry in frozen])
+    existing = Plan.objects.filter(run=run, digest=digest).first()
+    if existing is not None:
+        return existing, False
+    taken = sorted(
+        Action.objects.filter(run=run, action_id__in=seen).values_list("action_id", flat=True)
+    )
+    if taken:
+        raise IntentConflict(f"already frozen in this run, with other plans or arguments: {taken}")
+    if observation is None:
+        raise InvalidArguments("a plan needs approval, so it must rest on an observation")
+    if run_enforce_limits(run=run):
+        raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
+    return _plan_freeze(run, frozen, digest, observation, proposed_by), True
+
+
+@transaction.atomic
+def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: str) -> Plan:
+    require_phase(run, {Phase.RUNNING}, "propose a plan")
+    if observation.run_id != run.pk:
+        raise InvalidArguments("the observation belongs to another run")
+    policies = [policy_for(tenant=run.tenant, tool=t) for t in {e[0].tool for e in frozen}]
+    now = db_now()
+    plan = Plan.objects.create(
+        tenant_id=run.tenant_id,
+        run=run,
+        digest=digest,
+        observation=observation,
+        proposed_by=proposed_by,
+        # The strictest policy of its tools: one decision must satisfy every item's rule.
+        required_approvals=max(p.required_approvals for p in policies),
+        four_eyes=any(p.four_eyes for p in policies),
+        expires_at=now + timedelta(seconds=min(p.approval_seconds for p in policies)),
+        base_version=run.state_version + 1,
+        base_event_seq=run.last_event_seq + 1,
+        size=len(frozen),
+    )
+    items = Action.objects.bulk_create(
+        Action(
+            tenant_id=run.tenant_id,
+            run=run,
+            plan=plan,
+            position=position,
+            action_id=item.action_id,
+            tool=item.tool,
+            target=target,
+            args=args,
+            contract_version=item.contract_version,
+            idempotency_key=idempotency_key(
+                run_id=str(run.pk),
+                action_id=item.action_id,
+                target=target,
+                contract_version=item.contract_version,
+            ),
+            intent_digest=item_digest,
+            observation=observation,
+            proposed_by=proposed_by,
+            needs_approval=True,
+            four_eyes=plan.four_eyes,
+            required_approvals=plan.required_approvals,
+            status=Status.WAITING_APPROVAL,
+            base_version=plan.base_version,
+            base_event_seq=plan.base_event_seq,
+            expires_at=plan.expires_at,
+        )
+        for position, (item, target, args, item_digest) in enumerate(frozen)
+    )
+    ids = [item.action_id for item in items]
+    append_event(
+        run,
+        type="plan.proposed",
+        actor=proposed_by,
+        action=items[0],
+        payload={"plan": str(plan.pk), "digest": digest, "size": len(items), "action_ids": ids},
+        changes={
+            "phase": Phase.WAITING_APPROVAL,
+            "pending_work": [*ids, *(w for w in run.pending_work if w not in set(ids))],
+        },
+    )
+    notify_approvers(run, items[0], kind=notifications.REQUESTED)
+    checkpoint_write(run)
+    return plan
+
+
+@transaction.atomic
+def plan_decide(
+    *,
+    plan: Plan,
+    approver,
+    decision: str,
+    seen_digest: str,
+    seen_state_version: int,
+    reason: str = "",
+) -> Plan:
+    """One person's decision on exactly the plan they saw (its digest and the run's version),
+    for every item at once. N of M and four eyes apply to the plan as a whole."""
+    if decision not in Approval.Decision.values:
+        raise InvalidArguments(f"decision must be approve or reject, not {decision!r}")
+    plan = Plan.objects.select_for_update().select_related("run__tenant").get(pk=plan.pk)
+    run = plan.run
+    if not has_any_role(approver, run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may decide")
+    if plan.status != Plan.Status.WAITING_APPROVAL:
+        raise InvalidTransition(f"the plan is {plan.status}, not waiting for approval")
+    now = db_now()
+    if plan.expires_at <= now:
+        raise GrantMismatch("expired", "the plan's approval request has expired")
+    if seen_digest != plan.digest:
+        raise GrantMismatch("digest", "what you saw is not the plan waiting for approval")
+    items = list(plan.items.order_by("position"))
+    first = items[0]
+    granted = set(
+        first.approvals.filter(decision=Approval.Decision.APPROVE).values_list(
+            "approver_id", flat=True
+        )
+    )
+    if approver.pk in granted:
+        raise InvalidTransition("already decided by you; another operator must add theirs")
+    if seen_state_version != plan.base_version or not run_unchanged_since_proposal(
+        run=run, action=first, own_events=len(granted)
+    ):
+        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
+    if len(reason) > 2000:
+        raise InvalidArguments("reason is longer than 2000 characters")
+    Approval.objects.bulk_create(
+        Approval(
+            tenant_id=plan.tenant_id,
+            action=item,
+            decision=decision,
+            approver=approver,
+            reason=reason,
+            intent_digest=item.intent_digest,
+            plan_digest=plan.digest,
+            state_version=seen_state_version,
+            target_scope=item.target,
+            expires_at=plan.expires_at,
+            created_at=now,
+        )
+        for item in items
+    )
+    actor = approver.get_username()
+    if decision == Approval.Decision.REJECT:
+        _items_move(plan, Status.REJECTED, decision_reason=reason)
+        plan.status, plan.decision_reason = Plan.Status.REJECTED, reason
+        append_event(
+            run,
+            type="plan.rejected",
+            actor=actor,
+            action=first,
+            payload={"plan": str(plan.pk), "reason": reason},
+            changes={"phase": Phase.RUNNING, "pending_work": _without_items(run, items)},
+        )
+    elif len(granted) + 1 >= plan.required_approvals:
+        _items_move(plan, Status.APPROVED, next_attempt_at=now)
+        plan.status = Plan.Status.APPROVED
+        append_event(
+            run,
+            type="plan.approved",
+            actor=actor,
+            action=first,
+            payload={"plan": str(plan.pk), "approvals": len(granted) + 1},
+            changes={"phase": Phase.EXECUTING},
+        )
+        outbox_write(run, job=EXECUTE_JOB, action=first)
+    else:
+        append_event(
+            run,
+            type="approval.granted",
+            actor=actor,
+            action=first,
+            payload={"plan": str(plan.pk), "approvals": len(granted) + 1},
+        )
+    plan.save(update_fields=["status", "decision_reason"])
+    checkpoint_write(run)
+    audit_record(
+        actor=actor,
+        verb=f"plan.{decision}",
+        tenant=run.tenant,
+        object_type="plan",
+        object_id=str(plan.pk),
+        reason=reason,
+        data={"plan_digest": plan.digest, "size": plan.size, "state_version": seen_state_version},
+    )
+    return plan
+
+
+@transaction.atomic
+def plan_expire(*, plan: Plan) -> bool:
+    """Marks an unanswered plan expired, every item with it (never approved)."""
+    plan = Plan.objects.select_for_update().select_related("run").get(pk=plan.pk)
+    if plan.status != Plan.Status.WAITING_APPROVAL or plan.expires_at > db_now():
+        return False
+    items = list(plan.items.order_by("position"))
+    _items_move(plan, Status.EXPIRED)
+    plan.status = Plan.Status.EXPIRED
+    plan.save(update_fields=["status"])
+    run = plan.run
+    append_event(
+        run,
+        type="plan.expired",
+        actor="countersign",
+        action=items[0],
+        payload={"plan": str(plan.pk)},
+        changes={"phase": Phase.RUNNING, "pending_work": _without_items(run, items)},
+    )
+    notify_approvers(run, items[0], kind=notifications.EXPIRED)
+    checkpoint_write(run)
+    return True
+
+
+def _items_move(plan: Plan, status: str, **fields) -> None:
+    """Every item of the plan, all still waiting, to `status` at once (compare-and-set)."""
+    moved = plan.items.filter(status=Status.WAITING_APPROVAL).update(
+        status=status, updated_at=Now(), **fields
+    )
+    if moved != plan.size:
+        raise StaleState(f"{plan.size - moved} of the plan's intents are no longer waiting")
+
+
+def _without_items(run: Run, items: list[Action]) -> list[str]:
+    ids = {item.action_id for item in items}
+    return [work for work in run.pending_work if work not in ids]
