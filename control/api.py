@@ -31,6 +31,7 @@ from control.api_problems import (
 )
 from control.exceptions import ControlError
 from runs.api import router as runs_router
+from runs.api_plans import router as plans_router
 from runs.exceptions import RunsError
 
 DESCRIPTION = f"""\
@@ -138,6 +139,7 @@ api.add_exception_handler(ApiLimited, limit_problem)
 api.add_exception_handler(RunsError, domain_error_handler)
 api.add_exception_handler(ControlError, domain_error_handler)
 api.add_router("", runs_router)
+api.add_router("", plans_router)
 
 
 # Last, so that it only catches what no router above matched.

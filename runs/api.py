@@ -52,13 +52,13 @@ def get(path: str, **options: Any):
     return register
 
 
-def post(path: str, **options: Any):
+def post(path: str, *, on: Router = router, **options: Any):
     """router.post under the API's POST rules: no query parameters, one transaction, and
-    Idempotency-Key."""
+    Idempotency-Key. `on`: another app module's router (runs.api_plans)."""
 
     def register(view):
         decorated = decorate_view(declared_query_only, idempotent_post)(view)
-        return router.post(path, **options)(decorated)
+        return on.post(path, **options)(decorated)
 
     return register
 
@@ -66,7 +66,7 @@ def post(path: str, **options: Any):
 # Reads (selector-level: each owns its joins).
 
 
-def _run_or_404(request: HttpRequest, run_id: str) -> Run:
+def run_or_404(request: HttpRequest, run_id: str) -> Run:
     run = run_by_id(run_id, tenant=request.auth.tenant)
     if run is None:
         raise NotFound(f"no run {run_id} here")
@@ -269,7 +269,7 @@ def list_runs(
 
 @get("/runs/{run_id}", response={200: schemas.RunOut, **problems(401, 404, 422)})
 def get_run(request: HttpRequest, run_id: str):
-    return run_body(_run_or_404(request, run_id))
+    return run_body(run_or_404(request, run_id))
 
 
 @get("/tools", response={200: list[schemas.ToolOut], **problems(401, 422)})
@@ -285,7 +285,7 @@ def list_tools(request: HttpRequest):
 def record_observation(request: HttpRequest, run_id: str, payload: schemas.ObservationIn):
     """Record what the agent saw; an action that needs approval must rest on one."""
     observation = observation_record(
-        run=_run_or_404(request, run_id),
+        run=run_or_404(request, run_id),
         source=payload.source,
         ref=payload.ref,
         content_hash=payload.content_hash,
@@ -317,7 +317,7 @@ def record_observation(request: HttpRequest, run_id: str, payload: schemas.Obser
 def propose_action(request: HttpRequest, run_id: str, payload: schemas.ActionIn):
     """Freeze an intent: 201 when new; 200 with the same intent when this logical action
     was already proposed with the same digest; 422 intent_conflict when with another."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     observation = None
     if payload.observation_id is not None:
         observation = observation_of_run(payload.observation_id, run=run)
@@ -360,7 +360,7 @@ def find_actions(
 ):
     """The intent this run froze under the logical `action_id`: none or one item. An agent
     that restarted asks before proposing again, so it records no second observation."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     found = action_frozen_under(run, action_id=action_id)
     if found is None:
         return {"items": []}
@@ -395,7 +395,7 @@ def get_action(
 )
 def complete_run(request: HttpRequest, run_id: str, payload: schemas.CompleteIn):
     """Complete the run with evidence: the actions whose receipts (or reads) met the goal."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     run_complete(run=run, action_ids=payload.evidence.action_ids, actor=actor_of(request.auth))
     run.refresh_from_db()
     return run_body(run)
@@ -407,7 +407,7 @@ def complete_run(request: HttpRequest, run_id: str, payload: schemas.CompleteIn)
 def cancel_run(request: HttpRequest, run_id: str, payload: schemas.CancelIn):
     """Cancel the run: not-started actions are cancelled, in-doubt ones stay for
     reconciliation. Answers the report of effects done, in doubt and not started."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     report = run_cancel(run=run, reason=payload.reason, actor=actor_of(request.auth))
     run.refresh_from_db()
     return {"run": run_body(run), "report": report}
@@ -420,7 +420,7 @@ def cancel_run(request: HttpRequest, run_id: str, payload: schemas.CancelIn):
 def get_checkpoint(request: HttpRequest, run_id: str):
     """The run's latest signed checkpoint, byte for byte as stored (so its MAC verifies),
     served only after it verified here."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
         raise NotFound(f"run {run_id} has no checkpoint")

@@ -86,6 +86,19 @@ class ActionIn(Body):
     )
 
 
+class PlanItemIn(Body):
+    action_id: ActionId
+    tool: ToolName
+    target: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    args: dict[str, Any]
+    contract_version: ContractVersion = "v1"
+
+
+class PlanIn(Body):
+    intents: Annotated[list[PlanItemIn], Field(min_length=1, max_length=1000)]
+    observation_id: UUID = Field(description="The observation the plan rests on.")
+
+
 class EvidenceIn(Body):
     action_ids: Annotated[list[ActionId], Field(max_length=1000)]
 
@@ -276,3 +289,15 @@ class CheckpointOut(Schema):
 
 class ActionMatches(Schema):
     items: list[ActionOut]
+
+
+class PlanOut(Schema):
+    id: UUID
+    run_id: UUID
+    digest: str = Field(description="sha256 over the sorted intent digests: what is approved.")
+    status: Literal["waiting_approval", "approved", "rejected", "expired"]
+    size: int
+    required_approvals: int
+    expires_at: datetime
+    decision_reason: str
+    intents: list[ActionOut] = Field(description="The plan's intents, in execution order.")

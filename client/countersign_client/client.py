@@ -22,6 +22,7 @@ from countersign_client.types import (
     Action,
     CancelReport,
     ObservationRecord,
+    Plan,
     Receipt,
     Run,
     RunPage,
@@ -157,6 +158,15 @@ class Countersign:
             "observation_id": observation_id,
         }
         return cast(Action, self._post(f"/runs/{run_id}/actions", body))
+
+    def propose_plan(
+        self, run_id: str, *, intents: list[dict[str, Any]], observation_id: str
+    ) -> Plan:
+        """Freezes several intents as one plan ({action_id, tool, target, args,
+        contract_version?} each), approved or rejected as one and then executed one at a
+        time in this order. The same intents again answer the same plan."""
+        body = {"intents": intents, "observation_id": observation_id}
+        return cast(Plan, self._post(f"/runs/{run_id}/plans", body))
 
     def find_action(self, run_id: str, action_id: str) -> Action | None:
         """The intent the run froze under the logical `action_id`, or None."""

@@ -137,6 +137,18 @@ class Action(TypedDict):
     updated_at: str
 
 
+class Plan(TypedDict):
+    id: str
+    run_id: str
+    digest: str
+    status: str
+    size: int
+    required_approvals: int
+    expires_at: str
+    decision_reason: str
+    intents: list[Action]
+
+
 class Effect(TypedDict, total=False):
     action_id: str
     tool: str

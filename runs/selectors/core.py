@@ -138,6 +138,17 @@ def any_action_due() -> bool:
     return ready_actions().exists() or orphaned_actions().exists()
 
 
+def plan_items(plan) -> list[Action]:
+    """A plan's intents in order, with what the API shows of each (receipt, decisions)."""
+    return list(
+        plan.items.order_by("position")
+        .select_related("receipt", "supersedes", "superseded_by")
+        .prefetch_related(
+            Prefetch("approvals", queryset=Approval.objects.select_related("rule")), "cases"
+        )
+    )
+
+
 def action_with_decisions(action_pk, *, tenant: Tenant) -> Action | None:
     """One action of the tenant with its receipt, lineage and decisions; None if not here."""
     try:
@@ -158,6 +169,13 @@ def action_status(action_pk) -> str:
 
 def latest_case(action: Action) -> dict | None:
     # The reverse relation of reconciliation's cases: runs never imports reconciliation.
+    if "cases" in getattr(action, "_prefetched_objects_cache", {}):  # plan_items: no N+1
+        cases = sorted(action.cases.all(), key=lambda case: case.opened_at, reverse=True)
+        return (
+            {"id": cases[0].id, "status": cases[0].status, "reason": cases[0].reason}
+            if (cases)
+            else None
+        )
     return action.cases.order_by("-opened_at").values("id", "status", "reason").first()
 
 

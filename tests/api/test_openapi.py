@@ -16,6 +16,7 @@ ENDPOINTS = {
     ("post", "/api/v1/runs/{run_id}/observations"),
     ("post", "/api/v1/runs/{run_id}/actions"),
     ("get", "/api/v1/runs/{run_id}/actions"),
+    ("post", "/api/v1/runs/{run_id}/plans"),
     ("get", "/api/v1/actions/{id}"),
     ("post", "/api/v1/runs/{run_id}/complete"),
     ("post", "/api/v1/runs/{run_id}/cancel"),
