@@ -67,6 +67,7 @@ def _inbox_context(request: HttpRequest, query) -> dict:
         "items": inbox_items(request, page.rows),
         "expired_items": inbox_items(request, expired),
         "waiting_count": selectors.inbox_waiting_count(tenant=request.tenant, filters=filters),
+        "plans": [] if after else selectors.inbox_plans(tenant=request.tenant),
         "next_url": with_query(reverse("inbox"), query, after=page.next_cursor)
         if page.next_cursor
         else "",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.urls import path
 
 from control.web import tenant_switch
-from runs.pages import catalog, decision_links, inbox, policies, run_pages, standing
+from runs.pages import catalog, decision_links, inbox, plans, policies, run_pages, standing
 
 urlpatterns = [
     path("inbox/", inbox.inbox, name="inbox"),
@@ -15,6 +15,10 @@ urlpatterns = [
     path("inbox/<uuid:action_pk>/reject/", inbox.inbox_reject, name="inbox_reject"),
     path("inbox/<uuid:action_pk>/edit/", inbox.inbox_edit, name="inbox_edit"),
     path("inbox/<uuid:action_pk>/ask-again/", inbox.inbox_ask_again, name="inbox_ask_again"),
+    path(
+        "inbox/plans/<uuid:plan_pk>/approve/", plans.inbox_plan_approve, name="inbox_plan_approve"
+    ),
+    path("inbox/plans/<uuid:plan_pk>/reject/", plans.inbox_plan_reject, name="inbox_plan_reject"),
     # The link an "approval requested" mail carries: signed, single use, short-lived.
     path("decide/<str:token>/", decision_links.decision_link, name="decision_link"),
     path("runs/", run_pages.run_list, name="run_list"),

@@ -55,11 +55,13 @@ from runs.selectors.pages import (
     standing_rules,
     tool_policies,
 )
+from runs.selectors.plans import ITEMS_SHOWN, PlanSummary, inbox_plans
 
 __all__ = [
     "CHECKPOINTS_SHOWN",
     "EVENTS_PAGE_SIZE",
     "EXPIRED_SHOWN",
+    "ITEMS_SHOWN",
     "LEDGER_PAGE_SIZE",
     "PAGE_SIZE",
     "PROVEN_STATUSES",
@@ -67,6 +69,7 @@ __all__ = [
     "LedgerPage",
     "LinkTarget",
     "Page",
+    "PlanSummary",
     "Policy",
     "RunDetail",
     "RunFilters",
@@ -82,6 +85,7 @@ __all__ = [
     "escalations_due",
     "inbox_expired",
     "inbox_page",
+    "inbox_plans",
     "inbox_proposers",
     "inbox_waiting_count",
     "latest_case",

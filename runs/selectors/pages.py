@@ -59,7 +59,10 @@ def _approvals_prefetch() -> Prefetch:
 
 
 def _inbox_rows(tenant: Tenant, filters: InboxFilters) -> QuerySet[Action]:
-    rows = Action.objects.filter(tenant=tenant).select_related("run", "observation")
+    # A plan's items are decided as one: the inbox shows the plan (runs.selectors.plans).
+    rows = Action.objects.filter(tenant=tenant, plan__isnull=True).select_related(
+        "run", "observation"
+    )
     if filters.tool:
         rows = rows.filter(tool=filters.tool)
     if filters.run:

@@ -17,8 +17,8 @@ from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 
 from reconciliation.services import case_open
-from runs.services import approval_decide, standing_grant_propose
-from tests.factories import make_action, make_run, make_tenant, make_user
+from runs.services import PlanItem, approval_decide, plan_propose, standing_grant_propose
+from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
 from tests.reconciliation.test_cases import make_uncertain
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +66,8 @@ PAGES = {
     "inbox_reject": Rule(get=None, post=DECIDERS, obj="action"),
     "inbox_edit": Rule(get=DECIDERS, post=DECIDERS, obj="action"),
     "inbox_ask_again": Rule(get=None, post=DECIDERS, obj="action"),
+    "inbox_plan_approve": Rule(get=None, post=DECIDERS, obj="plan"),
+    "inbox_plan_reject": Rule(get=None, post=DECIDERS, obj="plan"),
     "run_list": Rule(get=ALL, post=None),
     "run_detail": Rule(get=ALL, post=None, obj="run"),
     "run_cancel": Rule(get=DECIDERS, post=DECIDERS, obj="run"),
@@ -137,7 +139,15 @@ def world(settings):
         proposer=people[home.pk, "admin"],
         expires_at=timezone.now() + timedelta(days=7),
     )
+    plan_run = make_run(home)
+    plan, _ = plan_propose(
+        run=plan_run,
+        items=[PlanItem("notify-1", "notify.send", "ops@example.com", {"body": "hi"})],
+        observation=make_observation(plan_run),
+        proposed_by="agent",
+    )
     objects = {
+        "plan": {"plan_pk": plan.pk},
         "rule": {"rule_pk": rule.pk},
         "action": {"action_pk": waiting.pk},
         "run": {"run_id": waiting.run_id},

@@ -1,0 +1,70 @@
+"""What the inbox shows of the plans waiting for a decision, in a fixed number of queries
+whatever their size: the plans, their first items, and one pass over every item's tool,
+target and arguments for the summary (tools, what differs, the totals of amounts)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Prefetch
+
+from control.models import Tenant
+from runs.models import Action, Plan
+
+ITEMS_SHOWN = 50
+
+
+@dataclass
+class PlanSummary:
+    plan: Plan
+    tools: list[tuple[str, int]] = field(default_factory=list)
+    # The arguments whose values are not the same for every item (and "target" if so).
+    differing: list[str] = field(default_factory=list)
+    # name -> sum over the items, for numeric arguments whose name says amount.
+    totals: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> list[Action]:
+        return self.plan.shown_items
+
+    @property
+    def hidden_count(self) -> int:
+        return self.plan.size - len(self.plan.shown_items)
+
+
+def inbox_plans(*, tenant: Tenant) -> list[PlanSummary]:
+    """The tenant's plans waiting for a decision, soonest to expire first."""
+    shown = Action.objects.order_by("position")[:ITEMS_SHOWN]
+    plans = list(
+        Plan.objects.filter(tenant=tenant, status=Plan.Status.WAITING_APPROVAL)
+        .select_related("run", "observation")
+        .prefetch_related(Prefetch("items", queryset=shown, to_attr="shown_items"))
+        .order_by("expires_at", "pk")
+    )
+    if not plans:
+        return []
+    rows = Action.objects.filter(plan__in=plans).values_list("plan_id", "tool", "target", "args")
+    per_plan: dict[Any, list[tuple[str, str, dict]]] = defaultdict(list)
+    for plan_id, tool, target, args in rows:
+        per_plan[plan_id].append((tool, target, args))
+    return [_summary(plan, per_plan[plan.pk]) for plan in plans]
+
+
+def _summary(plan: Plan, items: list[tuple[str, str, dict]]) -> PlanSummary:
+    tools = Counter(tool for tool, _, _ in items)
+    values: dict[str, set[str]] = defaultdict(set)
+    totals: dict[str, Decimal] = defaultdict(Decimal)
+    for _, target, args in items:
+        values["target"].add(target)
+        for name, value in args.items():
+            values[name].add(json.dumps(value, sort_keys=True))
+            if "amount" in name and isinstance(value, int | float) and not isinstance(value, bool):
+                totals[name] += Decimal(str(value))
+    differing = [name for name in sorted(values) if len(values[name]) > 1]
+    return PlanSummary(
+        plan=plan, tools=sorted(tools.items()), differing=differing, totals=dict(totals)
+    )
