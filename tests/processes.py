@@ -16,7 +16,7 @@ import pytest
 import requests
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connections
+from django.db import connection, connections
 from rq.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,3 +144,12 @@ def wait_until(predicate, *, timeout: float = 30, interval: float = 0.05, messag
             return value
         time.sleep(interval)
     raise AssertionError(message or f"condition not met within {timeout}s")
+
+
+def leases_expire(*run_ids) -> None:
+    """The database clock passes these runs' leases, as it would a dead worker's."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_lease SET expires_at = now() - interval '1 second' WHERE run_id = ANY(%s)",
+            [[str(run_id) for run_id in run_ids]],
+        )
