@@ -12,10 +12,11 @@ from django.db import connection
 
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_resolve
-from runs.models import Action, Run
+from runs.models import Action, Plan, Run
+from runs.services import plan_decide
 from sandbox.models import Effect
 from tests.factories import make_tenant, make_user
-from tests.processes import wait_until
+from tests.processes import leases_expire, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -111,30 +112,37 @@ def test_ticket_scenario_survives_a_kill_after_the_external_commit(tenant, worke
     assert Run.objects.get(pk=close.run_id).phase == "completed"
 
 
-def test_notifications_stop_at_an_uncertain_twentieth_until_it_is_resolved(
+def approved_plan(operator) -> Plan:
+    """The agent's plan, once proposed, approved with one decision in the inbox's terms."""
+    plan = wait_until(lambda: Plan.objects.first(), timeout=30, message="no plan proposed")
+    return plan_decide(
+        plan=plan,
+        approver=operator,
+        decision="approve",
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+    )
+
+
+def test_notifications_are_one_plan_and_an_uncertain_twentieth_holds_back_the_rest(
     tenant, workers, live_server
 ):
-    operator = make_user(tenant, "operator")
     reconciler = make_user(tenant, "reconciler")
     agent = AgentThread(live_server.url, "notifications", "--count", "25")
     agent.start()
-    worker = workers.start(burst=False)
-    for number in range(1, 20):
-        approve_as(operator, waiting(f"notify-{number:03d}"))
-    twentieth = waiting("notify-020")
-    wait_until(lambda: Action.objects.filter(action_id="notify-019", status="succeeded").exists())
-    worker.send_signal(signal.SIGTERM)
-    worker.wait(timeout=30)
-    approve_as(operator, twentieth)
-    assert workers.run_burst(fault_point="after_send_before_receipt") == -signal.SIGKILL
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE runs_lease SET expires_at = now() - interval '1 second'")
+    plan = approved_plan(make_user(tenant, "operator"))
+    twentieth = Action.objects.get(plan=plan, action_id="notify-020")
+
+    assert workers.run_burst(fault_point=f"after_send_before_receipt@{twentieth.pk}") == (
+        -signal.SIGKILL
+    )
+    leases_expire(plan.run_id)
     call_command("sweep", verbosity=0)
     assert workers.run_burst() == 0
     twentieth.refresh_from_db()
     assert twentieth.status == "uncertain"
     case = wait_until(lambda: ReconciliationCase.objects.filter(action=twentieth).first())
-    assert not Action.objects.filter(action_id="notify-021").exists(), "#21 must wait"
+    assert Effect.objects.filter(tool="notify.send").count() == 20, "#21 must wait"
 
     ReconciliationCase.objects.filter(pk=case.pk).update(status="open")  # probes exhausted
     case.refresh_from_db()
@@ -145,27 +153,26 @@ def test_notifications_stop_at_an_uncertain_twentieth_until_it_is_resolved(
         note="the notifier lists it",
         evidence={"observed_state": "sent to customer-020 at 10:02"},
     )
-    worker = workers.start(burst=False)
-    for number in range(21, 26):
-        approve_as(operator, waiting(f"notify-{number:03d}"))
-    agent.finish()
-    worker.send_signal(signal.SIGTERM)
-    run = Run.objects.get(pk=twentieth.run_id)
-    assert run.phase == "completed"
+    assert workers.run_burst() == 0
+    output = agent.finish()
+    assert "a plan of 25 notifications" in output
+    assert Run.objects.get(pk=plan.run_id).phase == "completed"
     for number in range(1, 26):
         assert Effect.objects.filter(target=f"customer-{number:03d}@example.com").count() == 1
 
 
-def test_cancelling_the_batch_reports_what_was_sent(tenant, workers, live_server):
-    from runs.models import ToolPolicy
-
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", needs_approval=False)
-    worker = workers.start(burst=False)
+def test_cancelling_the_plan_reports_what_was_sent(tenant, workers, live_server):
     agent = AgentThread(live_server.url, "notifications", "--count", "6", "--cancel-after", "4")
     agent.start()
+    plan = approved_plan(make_user(tenant, "operator"))
+    fifth = Action.objects.get(plan=plan, action_id="notify-005")
+    # The worker stops itself before sending #5: the agent sees four sent and cancels.
+    worker = workers.start(fault_point=f"pause:before_send@{fifth.pk}")
     output = agent.finish()
-    worker.send_signal(signal.SIGTERM)
-    assert "cancelled: 4 sent, 0 in doubt, 0 not started" in output
+    worker.kill()
+    worker.wait(timeout=10)
+
+    assert "cancelled: 4 sent, 0 in doubt, 2 not started" in output
     assert Effect.objects.filter(tool="notify.send").count() == 4
     assert Run.objects.get().phase == "cancelled"
 

@@ -5,9 +5,9 @@ the command only creates its API token (`--token` to bring your own).
 
   ticket         look up ticket-7, propose closing it, wait for an operator, complete the run
                  with the receipt as evidence
-  notifications  send 100 notifications in order, one logical action per recipient; an
-                 uncertain one stops the batch until a reconciler resolves it; --cancel-after N
-                 cancels and prints what was sent
+  notifications  propose 100 notifications as one plan (one approval), one logical action
+                 per recipient, sent in order; an uncertain one holds back the rest until a
+                 reconciler resolves it; --cancel-after N cancels and prints what was sent
   saga           charge -> ship; with --ship-fails the shipping step fails for good and
                  Countersign refunds the charge (an intent of its own, approved like any other)
 """
@@ -18,7 +18,14 @@ import time
 from dataclasses import dataclass
 
 import requests
-from countersign_client import Countersign, Intent, Observation, requires_approval
+from countersign_client import (
+    Countersign,
+    Intent,
+    Observation,
+    content_hash,
+    receipt_of,
+    requires_approval,
+)
 from countersign_client import errors as client_errors
 from django.core.management.base import BaseCommand, CommandError
 
@@ -86,29 +93,40 @@ def play_ticket(agent: Agent, ticket: str = "ticket-7") -> dict:
 
 
 def play_notifications(agent: Agent, *, count: int = 100, cancel_after: int | None = None):
+    """One plan of `count` notifications: one approval in the inbox, then each is sent by a
+    worker in order under its own key; an uncertain one holds back the rest until a
+    reconciler settles it."""
     run = agent.client.create_run(
         f"Tell {count} customers their order shipped",
         plan={"summary": f"{count} notifications, in order, one per customer"},
     )
-    agent.say(f"run {run['id']}: {count} notifications")
-
-    @requires_approval(agent.client, run_id=run["id"], tool="notify.send", timeout=agent.timeout)
-    def notify(number: int) -> Intent:
-        recipient = f"customer-{number:03d}@example.com"
-        return Intent(
-            action_id=f"notify-{number:03d}",
-            target=recipient,
-            args={"body": f"Your order {1000 + number} has shipped."},
-            observation=Observation(
-                source="orders",
-                ref=f"order-{1000 + number}",
-                content=f"order {1000 + number} shipped to {recipient}",
-                summary=f"order {1000 + number} left the warehouse",
-            ),
-        )
-
+    shipped = "\n".join(f"order {1000 + n} shipped" for n in range(1, count + 1))
+    seen = agent.client.record_observation(
+        run["id"],
+        source="orders",
+        ref="shipped-today",
+        summary=f"{count} orders left the warehouse today",
+        content_hash=content_hash(shipped),
+    )
+    plan = agent.client.propose_plan(
+        run["id"],
+        intents=[
+            {
+                "action_id": f"notify-{number:03d}",
+                "tool": "notify.send",
+                "target": f"customer-{number:03d}@example.com",
+                "args": {"body": f"Your order {1000 + number} has shipped."},
+            }
+            for number in range(1, count + 1)
+        ],
+        observation_id=seen["id"],
+    )
+    agent.say(
+        f"run {run['id']}: a plan of {count} notifications ({plan['digest'][:19]}…); "
+        "waiting for one approval in the inbox"
+    )
     sent = []
-    for number in range(1, count + 1):
+    for number, intent in enumerate(plan["intents"], start=1):
         if cancel_after is not None and number > cancel_after:
             cancelled = agent.client.cancel_run(run["id"], reason=f"stopped after {cancel_after}")
             report = cancelled["report"]
@@ -118,17 +136,15 @@ def play_notifications(agent: Agent, *, count: int = 100, cancel_after: int | No
             )
             return cancelled["run"]
         try:
-            notify(number)
+            receipt_of(agent.client.wait_for(intent["id"], timeout=agent.timeout))
         except client_errors.Uncertain as uncertain:
             agent.say(
-                f"#{number} is uncertain: the batch waits for a reconciler at {uncertain.case_url}"
+                f"#{number} is uncertain: the plan waits for a reconciler at {uncertain.case_url}"
             )
-            settled = agent.wait_until_settled(uncertain.action["id"])
+            settled = agent.wait_until_settled(intent["id"])
             if settled["status"] != "succeeded":
-                raise CommandError(
-                    f"#{number} ended {settled['status']}; the batch stops"
-                ) from None
-        sent.append(f"notify-{number:03d}")
+                raise CommandError(f"#{number} ended {settled['status']}; the plan stops") from None
+        sent.append(intent["action_id"])
         agent.say(f"#{number} sent")
     return agent.client.complete_run(run["id"], action_ids=sent)
 
