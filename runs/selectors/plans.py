@@ -28,8 +28,12 @@ class PlanSummary:
     totals: dict[str, Decimal] = field(default_factory=dict)
 
     @property
-    def shown(self) -> list[Action]:
-        return self.plan.shown_items
+    def rows(self) -> list[tuple[int, str, str, str]]:
+        """The first items as shown: number, tool, target, arguments as canonical JSON."""
+        return [
+            (item.position + 1, item.tool, item.target, json.dumps(item.args, sort_keys=True))
+            for item in self.plan.shown_items
+        ]
 
     @property
     def hidden_count(self) -> int:
