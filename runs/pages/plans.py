@@ -3,14 +3,16 @@ plan digest and the state version the operator saw (post/redirect/get, a flash m
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from control.tenancy import APPROVER_ROLES
-from control.web import tenant_member
-from runs import services
+from control.web import INBOX_READER_ROLES, tenant_member, with_query
+from runs import selectors, services
 from runs.exceptions import RunsError
 from runs.models import Plan
 from runs.pages.forms import ApproveForm, RejectForm
@@ -18,10 +20,30 @@ from runs.pages.presenters import MISSING_BINDING
 
 
 def _plan_or_404(request: HttpRequest, plan_pk) -> Plan:
-    plan = Plan.objects.filter(pk=plan_pk, tenant=request.tenant).first()
+    plan = selectors.plan_of_tenant(plan_pk, tenant=request.tenant)
     if plan is None:
         raise Http404("No such plan in this tenant.")
     return plan
+
+
+@require_GET
+@tenant_member(*INBOX_READER_ROLES)
+def inbox_plan(request: HttpRequest, plan_pk) -> HttpResponse:
+    """Every intent of a plan, in order, a page at a time, searchable by target and arguments."""
+    plan = _plan_or_404(request, plan_pk)
+    search = request.GET.get("q", "").strip()[:200]
+    try:
+        after = int(request.GET.get("after", -1))
+    except ValueError:
+        after = -1
+    items, last = selectors.plan_items_page(plan, search=search, after=after)
+    context = {
+        "plan": plan,
+        "search": search,
+        "rows": [(item, json.dumps(item.args, sort_keys=True)) for item in items],
+        "next_url": with_query(request.path, request.GET, after=str(last)) if last >= 0 else "",
+    }
+    return render(request, "runs/plan_detail.html", context)
 
 
 def _decide(request: HttpRequest, plan: Plan, decision: str, form) -> HttpResponse:

@@ -15,6 +15,7 @@ urlpatterns = [
     path("inbox/<uuid:action_pk>/reject/", inbox.inbox_reject, name="inbox_reject"),
     path("inbox/<uuid:action_pk>/edit/", inbox.inbox_edit, name="inbox_edit"),
     path("inbox/<uuid:action_pk>/ask-again/", inbox.inbox_ask_again, name="inbox_ask_again"),
+    path("inbox/plans/<uuid:plan_pk>/", plans.inbox_plan, name="inbox_plan"),
     path(
         "inbox/plans/<uuid:plan_pk>/approve/", plans.inbox_plan_approve, name="inbox_plan_approve"
     ),

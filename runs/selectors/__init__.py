@@ -55,7 +55,13 @@ from runs.selectors.pages import (
     standing_rules,
     tool_policies,
 )
-from runs.selectors.plans import ITEMS_SHOWN, PlanSummary, inbox_plans
+from runs.selectors.plans import (
+    ITEMS_SHOWN,
+    PlanSummary,
+    inbox_plans,
+    plan_items_page,
+    plan_of_tenant,
+)
 
 __all__ = [
     "CHECKPOINTS_SHOWN",
@@ -96,6 +102,8 @@ __all__ = [
     "open_write",
     "orphaned_actions",
     "plan_items",
+    "plan_items_page",
+    "plan_of_tenant",
     "policy_for",
     "ready_actions",
     "run_by_id",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 
 from control.models import Tenant
 from runs.models import Action, Plan
@@ -72,3 +72,19 @@ def _summary(plan: Plan, items: list[tuple[str, str, dict]]) -> PlanSummary:
     return PlanSummary(
         plan=plan, tools=sorted(tools.items()), differing=differing, totals=dict(totals)
     )
+
+
+def plan_of_tenant(plan_pk, *, tenant: Tenant) -> Plan | None:
+    return Plan.objects.filter(pk=plan_pk, tenant=tenant).select_related("run").first()
+
+
+def plan_items_page(plan: Plan, *, search: str = "", after: int = -1) -> tuple[list[Action], int]:
+    """One page of a plan's intents in order after position `after`, those whose target or
+    arguments contain `search`; and the position the next page starts after (-1: none)."""
+    items = plan.items.filter(position__gt=after)
+    if search:
+        items = items.filter(Q(target__icontains=search) | Q(args__icontains=search))
+    found = list(items.order_by("position")[: ITEMS_SHOWN + 1])
+    more = len(found) > ITEMS_SHOWN
+    found = found[:ITEMS_SHOWN]
+    return found, found[-1].position if more else -1

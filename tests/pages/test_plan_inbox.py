@@ -3,6 +3,8 @@ plan digest, its first intents), approved or rejected as one, at a fixed query c
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -97,3 +99,19 @@ def test_a_plan_of_1000_costs_the_inbox_what_a_plan_of_3_does(
     card = page[page.index(f'id="plan-{big.pk}"') :]
     assert "Plan of <strong>1000</strong> intents" in card
     assert "and 950 more" in card
+
+
+def test_every_intent_of_a_plan_is_a_page_away_paged_and_searchable(operator_client, tenant):
+    plan = refunds_plan(tenant, 120)
+    url = reverse("inbox_plan", args=[plan.pk])
+
+    first = operator_client.get(url).content.decode()
+    following = re.search(r'href="([^"]+)" rel="next"', first).group(1).replace("&amp;", "&")
+    second = operator_client.get(following).content.decode()
+    found = operator_client.get(url, {"q": f"{77:032x}"}).content.decode()
+
+    assert first.count("<tr><td>") == second.count("<tr><td>") == 50
+    assert "<tr><td>1</td>" in first
+    assert "<tr><td>51</td>" in second
+    assert found.count("<tr><td>") == 1
+    assert "<tr><td>78</td>" in found
