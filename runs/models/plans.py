@@ -23,6 +23,8 @@ class Plan(models.Model):
         APPROVED = "approved"
         REJECTED = "rejected"
         EXPIRED = "expired"
+        # An operator dropped items before deciding: a new version replaced it.
+        SUPERSEDED = "superseded"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
@@ -40,6 +42,9 @@ class Plan(models.Model):
     base_event_seq = models.PositiveIntegerField()
     size = models.PositiveIntegerField()
     decision_reason = models.TextField(blank=True)
+    supersedes = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from control.tenancy import APPROVER_ROLES
-from control.web import INBOX_READER_ROLES, tenant_member, with_query
+from control.web import INBOX_READER_ROLES, can_decide, tenant_member, with_query
 from runs import selectors, services
 from runs.exceptions import RunsError
 from runs.models import Plan
@@ -42,8 +42,38 @@ def inbox_plan(request: HttpRequest, plan_pk) -> HttpResponse:
         "search": search,
         "rows": [(item, json.dumps(item.args, sort_keys=True)) for item in items],
         "next_url": with_query(request.path, request.GET, after=str(last)) if last >= 0 else "",
+        "can_drop": plan.status == Plan.Status.WAITING_APPROVAL and can_decide(request),
     }
     return render(request, "runs/plan_detail.html", context)
+
+
+@require_POST
+@tenant_member(*APPROVER_ROLES)
+def inbox_plan_drop(request: HttpRequest, plan_pk) -> HttpResponse:
+    """Drop the checked intents: a new version of the plan, waiting for a decision."""
+    plan = _plan_or_404(request, plan_pk)
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Plan of {plan.size}: {MISSING_BINDING}")
+        return redirect("inbox_plan", plan_pk=plan.pk)
+    try:
+        revised = services.plan_revise(
+            plan=plan,
+            editor=request.user,
+            drop=request.POST.getlist("drop"),
+            reason=request.POST.get("reason", ""),
+            **form.cleaned_data,
+        )
+    except RunsError as error:
+        messages.error(request, f"Plan of {plan.size}: refused. {error}")
+        return redirect("inbox_plan", plan_pk=plan.pk)
+    dropped = plan.size - revised.size
+    messages.success(
+        request,
+        f"Dropped {dropped}: a new version of {revised.size} waits for a decision "
+        f"(digest {revised.digest[7:19]}).",
+    )
+    return redirect("inbox_plan", plan_pk=revised.pk)
 
 
 def _decide(request: HttpRequest, plan: Plan, decision: str, form) -> HttpResponse:

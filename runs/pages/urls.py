@@ -20,6 +20,7 @@ urlpatterns = [
         "inbox/plans/<uuid:plan_pk>/approve/", plans.inbox_plan_approve, name="inbox_plan_approve"
     ),
     path("inbox/plans/<uuid:plan_pk>/reject/", plans.inbox_plan_reject, name="inbox_plan_reject"),
+    path("inbox/plans/<uuid:plan_pk>/drop/", plans.inbox_plan_drop, name="inbox_plan_drop"),
     # The link an "approval requested" mail carries: signed, single use, short-lived.
     path("decide/<str:token>/", decision_links.decision_link, name="decision_link"),
     path("runs/", run_pages.run_list, name="run_list"),

@@ -25,7 +25,13 @@ from runs.services.intents import (
 from runs.services.leases import lease_claim, lease_release, lease_renew
 from runs.services.ledger import ledger_export_record
 from runs.services.outreach import approval_decide_by_link, approval_escalate, link_only_allowed
-from runs.services.plans import PlanItem, plan_decide, plan_expire, plan_propose
+from runs.services.plans import (
+    PlanItem,
+    plan_decide,
+    plan_expire,
+    plan_propose,
+    plan_revise,
+)
 from runs.services.policies import tool_policy_set
 from runs.services.runs import (
     observation_record,
@@ -67,6 +73,7 @@ __all__ = [
     "plan_decide",
     "plan_expire",
     "plan_propose",
+    "plan_revise",
     "run_cancel",
     "run_complete",
     "run_enforce_limits",

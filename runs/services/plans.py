@@ -276,6 +276,93 @@ def plan_decide(
 
 
 @transaction.atomic
+def plan_revise(
+    *,
+    plan: Plan,
+    editor,
+    drop: list[str],
+    seen_digest: str,
+    seen_state_version: int,
+    reason: str,
+) -> Plan:
+    """Drop items before deciding, like edit-then-approve: a new version of the plan (a new
+    digest over the kept intents, which keep their keys and digests) replaces the one the
+    editor saw; the dropped intents are cancelled. It waits for a decision as any plan."""
+    plan = Plan.objects.select_for_update().select_related("run__tenant").get(pk=plan.pk)
+    run = plan.run
+    if not has_any_role(editor, run.tenant, APPROVER_ROLES):
+        raise NotAllowed("only an operator of this tenant may change a plan")
+    if plan.status != Plan.Status.WAITING_APPROVAL:
+        raise InvalidTransition(f"the plan is {plan.status}, not waiting for approval")
+    if seen_digest != plan.digest or seen_state_version != plan.base_version:
+        raise GrantMismatch("digest", "what you changed is not the plan waiting for approval")
+    if not reason.strip():
+        raise InvalidArguments("say why the intents are dropped: the agent reads it")
+    items = list(plan.items.order_by("position"))
+    if Approval.objects.filter(action__in=items).exists():
+        raise InvalidTransition("someone already decided on this plan: reject it instead")
+    dropped = [item for item in items if str(item.pk) in set(drop)]
+    kept = [item for item in items if item not in dropped]
+    if not dropped or len(dropped) != len(set(drop)):
+        raise InvalidArguments("choose intents of this plan to drop")
+    if not kept:
+        raise InvalidArguments("dropping every intent is rejecting the plan: reject it")
+    if not run_unchanged_since_proposal(run=run, action=items[0], own_events=0):
+        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
+    revised = Plan.objects.create(
+        tenant_id=plan.tenant_id,
+        run=run,
+        digest=plan_digest([item.intent_digest for item in kept]),
+        observation_id=plan.observation_id,
+        proposed_by=plan.proposed_by,
+        required_approvals=plan.required_approvals,
+        four_eyes=plan.four_eyes,
+        expires_at=plan.expires_at,
+        base_version=run.state_version + 1,
+        base_event_seq=run.last_event_seq + 1,
+        size=len(kept),
+        supersedes=plan,
+    )
+    plan.status = Plan.Status.SUPERSEDED
+    plan.save(update_fields=["status"])
+    note = f"dropped from the plan by {editor.get_username()}: {reason.strip()}"
+    Action.objects.filter(pk__in=[item.pk for item in dropped]).update(
+        status=Status.CANCELLED, decision_reason=note, updated_at=Now()
+    )
+    Action.objects.filter(pk__in=[item.pk for item in kept]).update(
+        plan=revised,
+        base_version=revised.base_version,
+        base_event_seq=revised.base_event_seq,
+        updated_at=Now(),
+    )
+    append_event(
+        run,
+        type="plan.revised",
+        actor=editor.get_username(),
+        action=kept[0],
+        payload={
+            "plan": str(revised.pk),
+            "supersedes": str(plan.pk),
+            "digest": revised.digest,
+            "dropped": [item.action_id for item in dropped],
+            "reason": reason.strip(),
+        },
+        changes={"pending_work": _without_items(run, dropped)},
+    )
+    checkpoint_write(run)
+    audit_record(
+        actor=editor.get_username(),
+        verb="plan.revise",
+        tenant=run.tenant,
+        object_type="plan",
+        object_id=str(revised.pk),
+        reason=reason,
+        data={"supersedes": str(plan.pk), "dropped": [item.action_id for item in dropped]},
+    )
+    return revised
+
+
+@transaction.atomic
 def plan_expire(*, plan: Plan) -> bool:
     """Marks an unanswered plan expired, every item with it (never approved)."""
     plan = Plan.objects.select_for_update().select_related("run").get(pk=plan.pk)

@@ -110,8 +110,37 @@ def test_every_intent_of_a_plan_is_a_page_away_paged_and_searchable(operator_cli
     second = operator_client.get(following).content.decode()
     found = operator_client.get(url, {"q": f"{77:032x}"}).content.decode()
 
-    assert first.count("<tr><td>") == second.count("<tr><td>") == 50
-    assert "<tr><td>1</td>" in first
-    assert "<tr><td>51</td>" in second
-    assert found.count("<tr><td>") == 1
-    assert "<tr><td>78</td>" in found
+    row = "<td><code>payment.refund</code></td>"
+    assert first.count(row) == second.count(row) == 50
+    assert f"<td>1</td>{row}" in first
+    assert f"<td>51</td>{row}" in second
+    assert found.count(row) == 1
+    assert f"<td>78</td>{row}" in found
+
+
+def test_an_operator_drops_intents_and_the_new_version_waits_alone(operator_client, tenant):
+    plan = refunds_plan(tenant, 3)
+    first, second, third = plan.items.order_by("position")
+    url = reverse("inbox_plan", args=[plan.pk])
+    assert "data-drop-items" in operator_client.get(url).content.decode()
+
+    response = operator_client.post(
+        reverse("inbox_plan_drop", args=[plan.pk]),
+        {**binding(plan), "drop": [str(second.pk)], "reason": "refunded by hand already"},
+    )
+
+    revised = Plan.objects.get(supersedes=plan)
+    assert response.url == reverse("inbox_plan", args=[revised.pk])
+    assert any("Dropped 1: a new version of 2" in m for m in flashed(response))
+    second.refresh_from_db()
+    assert second.status == "cancelled"
+    inbox = operator_client.get(reverse("inbox")).content.decode()
+    assert f'id="plan-{revised.pk}"' in inbox
+    assert f'id="plan-{plan.pk}"' not in inbox
+    old_page = operator_client.get(url).content.decode()
+    assert "A newer version replaced this plan" in old_page
+    refused = operator_client.post(
+        reverse("inbox_plan_drop", args=[revised.pk]),
+        {**binding(revised), "drop": [str(first.pk), str(third.pk)], "reason": "all"},
+    )
+    assert any("reject it" in m for m in flashed(refused))

@@ -21,6 +21,7 @@ from runs.services import (
     plan_decide,
     plan_expire,
     plan_propose,
+    plan_revise,
 )
 from tests.api.support import execute_with_receipt, make_uncertain_with_case
 from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
@@ -230,3 +231,65 @@ def test_a_rejection_or_an_expiry_ends_every_item_and_n_of_m_counts_people():
     lapsing.run.refresh_from_db()
     assert lapsing.run.phase == "running"
     assert run_verify(lapsing.run) == []
+
+
+def test_dropping_intents_makes_a_new_version_with_a_new_digest_that_is_decided_alone():
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    plan = proposed(tenant)
+    first, second, third = items(plan)
+
+    revised = plan_revise(
+        plan=plan,
+        editor=operator,
+        drop=[str(second.pk)],
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+        reason="ops2 left the company",
+    )
+
+    plan.refresh_from_db()
+    second.refresh_from_db()
+    assert (plan.status, revised.size, revised.supersedes) == ("superseded", 2, plan)
+    assert revised.digest == content_hash(
+        canonical_json(sorted([first.intent_digest, third.intent_digest]))
+    )
+    assert second.status == "cancelled"
+    assert "ops2 left the company" in second.decision_reason
+    with pytest.raises(InvalidTransition, match="superseded"):
+        decide(plan, operator)
+    decide(revised, operator)
+    kept = items(revised)
+    assert [a.action_id for a in kept] == ["notify-1", "notify-3"]
+    for number, action in enumerate(kept, start=1):
+        assert execute_with_receipt(action, receipt_id=f"ntf_{number}").status == "succeeded"
+    revised.run.refresh_from_db()
+    assert revised.run.phase == "running"
+    assert run_verify(revised.run) == []
+
+
+def test_a_revision_is_refused_after_a_decision_began_or_when_it_would_drop_everything():
+    tenant = make_tenant()
+    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", required_approvals=2)
+    operator = make_user(tenant, "operator")
+    plan = proposed(tenant, 2)
+    everything = [str(a.pk) for a in items(plan)]
+
+    def revise(drop):
+        return plan_revise(
+            plan=plan,
+            editor=operator,
+            drop=drop,
+            seen_digest=plan.digest,
+            seen_state_version=plan.base_version,
+            reason="not these",
+        )
+
+    with pytest.raises(InvalidArguments, match="reject it"):
+        revise(everything)
+    with pytest.raises(InvalidArguments, match="choose intents"):
+        revise(["not-an-item"])
+    decide(plan, operator)  # one of two approvals
+    with pytest.raises(InvalidTransition, match="already decided"):
+        revise(everything[:1])
+    assert Plan.objects.count() == 1

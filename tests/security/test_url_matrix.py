@@ -68,6 +68,7 @@ PAGES = {
     "inbox_ask_again": Rule(get=None, post=DECIDERS, obj="action"),
     "inbox_plan": Rule(get=DECIDERS | {"auditor"}, post=None, obj="plan"),
     "inbox_plan_approve": Rule(get=None, post=DECIDERS, obj="plan"),
+    "inbox_plan_drop": Rule(get=None, post=DECIDERS, obj="plan"),
     "inbox_plan_reject": Rule(get=None, post=DECIDERS, obj="plan"),
     "run_list": Rule(get=ALL, post=None),
     "run_detail": Rule(get=ALL, post=None, obj="run"),
