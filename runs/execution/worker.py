@@ -333,7 +333,14 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
     action.refresh_from_db()
     if action.status != Status.IN_FLIGHT:
         return
-    tool = get_tool(action.tool, action.contract_version)
+    try:
+        tool = get_tool(action.tool, action.contract_version)
+    except tool_errors.UnsupportedTool as error:
+        # Retired while the call was out: nothing can query it, so a person reconciles it.
+        recovery.action_unsupported(
+            action_pk=action.pk, lease=lease, detail=str(error), worker=worker
+        )
+        return
     last = action.attempts.order_by("-number").first()
     reason = last.error_class if last and last.error_class else "crash_after_send"
     if not tool.queryable_by_key:
