@@ -1,17 +1,13 @@
 """The benchmark's measurements, each a function returning what it measured.
 
 Methods (see docs/PERFORMANCE.md for why):
-- writes/s: N approved `bench.noop` intents are built up front (their outbox messages relayed
-  to RQ, as approvals would), then k worker processes start; the figure is N over the span
-  from the first attempt's start to the last receipt (database timestamps).
+- approved writes/s and approval-to-dispatch: bench/dispatch.py.
 - bare RQ: N no-op jobs on the same queue, same worker command and class; the span is from
   the first dequeue to the queue and the started-job registry being empty.
 - DBOS: P processes each run N/P one-step workflows against a system database on the same
   PostgreSQL server; the span is from the shared start instant to the last process's end.
 - commit ceiling: one process, autocommit INSERT of one row each, on a logged table.
 - commits per action: an in-process drain of approved intents with every transaction counted.
-- approval-to-dispatch: with workers idle, intents are approved one by one through
-  runs.services.approval_decide; latency is each Attempt's start minus its Approval's time.
 """
 
 from __future__ import annotations
@@ -21,14 +17,13 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import django_rq
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Max, Min
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -38,14 +33,13 @@ from rq.worker import Worker
 
 from bench.builder import RunSpec, build_and_insert
 from bench.commits import counting_transactions
-from bench.processes import Children, database_url, peak_rss_bytes, rss_bytes, wait_for
+from bench.processes import Children, database_url, rss_bytes, wait_for
 from bench.tools import BenchNoop
 from control.models import Tenant
 from control.services import member_add, tenant_create
 from runs.execution.worker import drain
-from runs.models import OPEN_ACTION_STATUSES, Action, Approval, Attempt, OutboxMessage, Receipt
-from runs.record.outbox import job_id_for
-from runs.services import approval_decide
+from runs.models import OPEN_ACTION_STATUSES, Action, OutboxMessage
+from runs.record.outbox import relay
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import get_tool, register_tool
 
@@ -94,26 +88,9 @@ def check_quiet() -> None:
 
 
 def relay_all(messages: list[OutboxMessage]) -> None:
-    """What runs.record.outbox.relay does per message, in one Redis pipeline and one UPDATE."""
-    q = queue()
-    with q.connection.pipeline() as pipe:
-        q.enqueue_many(
-            [
-                Queue.prepare_data(
-                    message.job,
-                    (str(message.run_id),),
-                    job_id=job_id_for(message),
-                    result_ttl=0,
-                    failure_ttl=24 * 3600,
-                )
-                for message in messages
-            ],
-            pipeline=pipe,
-        )
-        pipe.execute()
-    OutboxMessage.objects.filter(pk__in=[m.pk for m in messages]).update(
-        delivered_at=timezone.now(), delivery_attempts=1
-    )
+    """Hands built messages to RQ through the outbox's own relay, as their commits would
+    have: the queue then holds exactly the jobs production would have queued."""
+    relay(OutboxMessage.objects.filter(pk__in=[message.pk for message in messages]))
 
 
 def seed_approved(bench: BenchTenant, count: int) -> None:
@@ -140,57 +117,8 @@ def seed_waiting(bench: BenchTenant, count: int) -> list[Action]:
     return list(Action.objects.filter(tenant=bench.tenant).order_by("created_at", "pk"))
 
 
-def _open_count(tenant: Tenant) -> int:
+def open_count(tenant: Tenant) -> int:
     return Action.objects.filter(tenant=tenant, status__in=OPEN_ACTION_STATUSES).count()
-
-
-@dataclass
-class WritesResult:
-    workers: int
-    actions: int
-    seconds: float
-    worker_rss: list[int]
-    worker_peak_rss: list[int]
-    succeeded: int
-
-    @property
-    def per_second(self) -> float:
-        return self.actions / self.seconds if self.seconds else 0.0
-
-
-def measure_writes(*, count: int, workers: int, timeout: float = 600) -> WritesResult:
-    ensure_bench_tool()
-    check_quiet()
-    bench = make_bench_tenant(f"w{workers}")
-    seed_approved(bench, count)
-    children = Children()
-    try:
-        processes = [children.start_worker() for _ in range(workers)]
-        wait_for(
-            lambda: _open_count(bench.tenant) == 0,
-            timeout=timeout,
-            interval=0.25,
-            what=f"{count} writes with {workers} workers",
-        )
-        rss = [rss_bytes(p.pid) for p in processes]
-        peak = [peak_rss_bytes(p.pid) for p in processes]
-    finally:
-        for process in list(children.processes):
-            errors = children.stop(process)
-            if errors.strip():
-                sys.stderr.write(errors[-2000:])
-        queue().empty()
-    span = Attempt.objects.filter(action__tenant=bench.tenant).aggregate(first=Min("started_at"))
-    last = Receipt.objects.filter(tenant=bench.tenant).aggregate(last=Max("created_at"))["last"]
-    succeeded = Action.objects.filter(tenant=bench.tenant, status="succeeded").count()
-    return WritesResult(
-        workers=workers,
-        actions=count,
-        seconds=(last - span["first"]).total_seconds(),
-        worker_rss=rss,
-        worker_peak_rss=peak,
-        succeeded=succeeded,
-    )
 
 
 @dataclass
@@ -329,65 +257,6 @@ def measure_commits_per_action(*, count: int) -> CommitsResult:
     if succeeded != count:
         raise RuntimeError(f"only {succeeded} of {count} intents succeeded in the drain")
     return CommitsResult(count, counted.transactions, counted.writes, counted.statements)
-
-
-@dataclass
-class LatencyResult:
-    samples: list[float] = field(default_factory=list)  # seconds
-    approvals_per_second: float = 0.0
-
-    def percentile(self, p: float) -> float:
-        ordered = sorted(self.samples)
-        if not ordered:
-            return float("nan")
-        index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
-        return ordered[index]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples) if self.samples else float("nan")
-
-
-def measure_latency(*, count: int, workers: int, timeout: float = 300) -> LatencyResult:
-    ensure_bench_tool()
-    check_quiet()
-    bench = make_bench_tenant("latency")
-    actions = seed_waiting(bench, count)
-    children = Children()
-    try:
-        for _ in range(workers):
-            children.start_worker()
-        q = queue()
-        wait_for(lambda: len(Worker.all(queue=q)) >= workers, timeout=60, what="workers listening")
-        started = time.perf_counter()
-        for action in actions:
-            approval_decide(
-                action=action,
-                approver=bench.operator,
-                decision="approve",
-                seen_digest=action.intent_digest,
-                seen_state_version=action.base_version,
-            )
-        approving = time.perf_counter() - started
-        wait_for(
-            lambda: _open_count(bench.tenant) == 0,
-            timeout=timeout,
-            interval=0.25,
-            what="approved intents dispatched",
-        )
-    finally:
-        children.stop_all()
-        queue().empty()
-    approved_at = dict(
-        Approval.objects.filter(tenant=bench.tenant).values_list("action_id", "created_at")
-    )
-    samples = [
-        (started_at - approved_at[action_id]).total_seconds()
-        for action_id, started_at in Attempt.objects.filter(
-            action__tenant=bench.tenant, number=1
-        ).values_list("action_id", "started_at")
-    ]
-    return LatencyResult(samples=samples, approvals_per_second=count / approving)
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """The sweep: re-drives every piece of work from PostgreSQL, so losing Redis loses nothing.
 
-One pass relays undelivered outbox messages, expires unanswered approval requests, escalates
-those waiting past their tool policy's SLA, stops
-runs past their deadline, and makes sure a drain job is queued when actions are due (ready,
-waiting for a retry, or orphaned in flight by a dead worker). Two sweepers at once are safe:
-every step is a compare-and-set or an enqueue under a deterministic job id.
+One pass relays undelivered outbox messages, expires unanswered approval requests (a plan's as
+a whole), escalates those waiting past their tool policy's SLA, stops runs past their
+deadline, and makes sure a drain job waits in the queue when actions are due (ready, waiting
+for a retry, or orphaned in flight by a dead worker). Two sweepers at once are safe: every
+step is a compare-and-set, an enqueue under a deterministic job id, or a drain job (two of
+them at once only share the work).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-import django_rq
 from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Plan, Run
-from runs.record.outbox import EXECUTE_JOB, relay
+from runs.record.outbox import drain_ensure_queued, relay
 from runs.selectors import any_action_due, escalations_due
 from runs.services import (
     approval_escalate,
@@ -33,7 +33,6 @@ from runs.services import (
 )
 
 logger = logging.getLogger(__name__)
-DRAIN_JOBS = 2
 # People hear about a plan once, through its first item, not once per intent.
 ONE_PER_REQUEST = Q(plan__isnull=True) | Q(position=0)
 
@@ -97,15 +96,12 @@ def _each(report: SweepReport, step: str, rows, change) -> int:
 
 
 def _enqueue_drains() -> int:
-    """Tops the queue up to DRAIN_JOBS waiting jobs. Each drain job has an id of its own: a
-    fixed id reused while a worker is still cleaning up the previous job of that id breaks
-    RQ's bookkeeping. Two sweepers at once may add a few more; a drain is idempotent."""
-    queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
-    enqueued = 0
+    """Makes sure a drain job waits in the queue (the one an approval's relay would have
+    queued, if Redis lost it): 1 when it queued one, 0 when one was already waiting. A job
+    that is running does not count: it may be past its last claim. Drains that find a
+    backlog queue helpers themselves, so one waiting job is enough."""
     try:
-        for _ in range(max(DRAIN_JOBS - queue.count, 0)):
-            queue.enqueue(EXECUTE_JOB, None, result_ttl=0, failure_ttl=3600)
-            enqueued += 1
+        return int(drain_ensure_queued())
     except RedisError as error:
-        logger.warning("sweep could not enqueue drains: %s", error)
-    return enqueued
+        logger.warning("sweep could not enqueue a drain: %s", error)
+        return 0

@@ -13,8 +13,11 @@ import os
 import random
 import socket
 import time
+from collections.abc import Callable
 
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
 
 from control.audit import audit_record
 from control.canonical import canonical_json, content_hash
@@ -46,6 +49,10 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+# The run's lease is free: never taken, released, or expired (by the database's clock).
+_lease_free = Q(run__lease__expires_at__isnull=True) | Q(run__lease__expires_at__lte=Now())
+
+
 def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]:
     """Claims up to `batch` actions that are due: approved, waiting for a retry, or left
     in flight by a worker whose lease expired. Rows are picked with SKIP LOCKED so two
@@ -53,8 +60,12 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
     claims = []
     with transaction.atomic():
         # Two index-backed reads rather than one OR across the lease join, which no index
-        # serves: the ready queue first, then what crashed workers left in flight.
-        candidates = _locked(ready_actions().order_by("next_attempt_at"), batch)
+        # serves: the ready queue first, then what crashed workers left in flight. Ready
+        # actions whose run another drain holds are passed over, not tried: the oldest
+        # `batch` of the queue are often exactly the ones a busy drain just claimed, and a
+        # claim that tried only those would come back empty while more work waits behind.
+        ready = ready_actions().filter(_lease_free).order_by("next_attempt_at")
+        candidates = _locked(ready, batch)
         if len(candidates) < batch:
             candidates += _locked(orphaned_actions(), batch - len(candidates))
         for action_pk, run_id in candidates:
@@ -73,18 +84,28 @@ def _locked(actions, limit: int) -> list[tuple]:
 
 
 def drain(
-    *, worker: str | None = None, limit: int = 200, policy: RetryPolicy = DEFAULT_POLICY
+    *,
+    worker: str | None = None,
+    limit: int = 200,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    on_full_claim: Callable[[], object] | None = None,
 ) -> int:
-    """Processes ready actions until none is due or `limit` is reached; returns the count."""
+    """Processes ready actions until none is due or `limit` is reached; returns the count.
+    `on_full_claim` is called whenever a claim comes back full (more may be due): the drain
+    job queues a helper there, so an idle worker shares a backlog, and so the work left when
+    the limit stops this drain has a job waiting for it."""
     worker = worker or worker_name()
     processed = 0
     failures: list[Exception] = []
     while processed < limit:
-        claims = claim_ready(worker=worker, batch=min(20, limit - processed))
+        batch = min(20, limit - processed)
+        claims = claim_ready(worker=worker, batch=batch)
         if not claims:
             if processed == 0:
                 count_event("duplicate_jobs")  # delivered for work done or taken already
             break
+        if on_full_claim is not None and len(claims) == batch:
+            on_full_claim()
         for action_pk, lease in claims:
             try:
                 process_action(action_pk=action_pk, lease=lease, worker=worker, policy=policy)
@@ -312,7 +333,14 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
     action.refresh_from_db()
     if action.status != Status.IN_FLIGHT:
         return
-    tool = get_tool(action.tool, action.contract_version)
+    try:
+        tool = get_tool(action.tool, action.contract_version)
+    except tool_errors.UnsupportedTool as error:
+        # Retired while the call was out: nothing can query it, so a person reconciles it.
+        recovery.action_unsupported(
+            action_pk=action.pk, lease=lease, detail=str(error), worker=worker
+        )
+        return
     last = action.attempts.order_by("-number").first()
     reason = last.error_class if last and last.error_class else "crash_after_send"
     if not tool.queryable_by_key:

@@ -7,9 +7,10 @@ import time
 import pytest
 
 from runs.exceptions import LeaseBusy, LeaseLost
+from runs.execution.worker import claim_ready
 from runs.record.events import append_event
 from runs.services import lease_claim, lease_release, lease_renew
-from tests.factories import make_run, make_tenant
+from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -55,3 +56,22 @@ def test_a_released_lease_can_be_claimed_at_once_and_the_old_token_is_dead():
     run.refresh_from_db()
     with pytest.raises(LeaseLost):
         append_event(run, type="step", actor="worker-a", lease=token)
+
+
+def test_a_second_worker_claims_past_the_runs_a_busy_worker_holds(django_assert_num_queries):
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    for number in range(1, 26):
+        action = make_action(make_run(tenant), target=f"ticket-{number}")
+        approve(action, operator)
+    busy = claim_ready(worker="worker-a", batch=20)
+    # The oldest 20 due actions are worker-a's: worker-b takes the 5 behind them, rather
+    # than trying those 20 leases, failing, and leaving with nothing.
+    # The two reads (ready, then orphaned), and per lease taken its savepoint, compare-and-set,
+    # version read and release, inside the claim's own savepoint: no failed lease attempt.
+    with django_assert_num_queries(1 + 2 + 5 * 4 + 1):
+        other = claim_ready(worker="worker-b", batch=20)
+    assert len(busy) == 20
+    assert len(other) == 5
+    assert not {lease.run_id for _, lease in busy} & {lease.run_id for _, lease in other}
+    assert claim_ready(worker="worker-c", batch=20) == []

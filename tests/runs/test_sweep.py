@@ -9,6 +9,7 @@ import django_rq
 import pytest
 from django.conf import settings
 from django.db import connection
+from rq import Queue
 
 from runs.execution.sweep import sweep_once
 from runs.models import Action, OutboxMessage, ToolPolicy
@@ -36,7 +37,11 @@ def test_an_outbox_message_the_commit_hook_never_relayed_is_relayed_by_the_sweep
     message.refresh_from_db()
     assert report.relayed == OutboxMessage.objects.count()
     assert message.delivered_at is not None
-    assert f"outbox-{message.pk}" in queue.job_ids
+    # The execute message rides the drain job now waiting; the notice has a job of its own.
+    assert sorted((job.func_name, job.id.split("-")[0]) for job in queue.jobs) == [
+        ("runs.jobs.execute_run", "drain"),
+        ("runs.notifications.approval_notify", "outbox"),
+    ]
     assert sweep_once().relayed == 0
 
 
@@ -47,9 +52,24 @@ def test_the_sweep_queues_a_drain_when_actions_are_due_and_not_twice(queue):
     approve(action, make_user(tenant, "operator"))
     queue.connection.flushdb()  # Redis lost the execute job the approval queued
     first, second = sweep_once(), sweep_once()
-    assert first.drains_enqueued == 2
+    assert first.drains_enqueued == 1
     assert second.drains_enqueued == 0
-    assert queue.count == 2
+    assert [job.func_name for job in queue.jobs] == ["runs.jobs.execute_run"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_queues_a_drain_when_the_waiting_one_was_taken_by_a_worker(queue):
+    """A drain job a worker has taken may be past its last claim: it covers nothing new."""
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    queue.empty()  # the proposal's notice
+    approve(action, make_user(tenant, "operator"))
+    [waiting] = queue.job_ids
+    Queue.dequeue_any([queue], timeout=None, connection=queue.connection)  # as RQ's worker
+    report = sweep_once()
+    assert report.drains_enqueued == 1
+    assert queue.job_ids != [waiting]
+    assert len(queue.job_ids) == 1
 
 
 @pytest.mark.django_db(transaction=True)

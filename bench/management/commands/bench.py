@@ -19,7 +19,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from bench import measure
+from bench import dispatch, measure
 from bench.long_run import measure_long_run
 from bench.report import Figure, as_json, table
 from control.models import Tenant
@@ -39,6 +39,12 @@ class Command(BaseCommand):
         parser.add_argument("--ceiling-commits", type=int, default=10_000)
         parser.add_argument("--commit-sample", type=int, default=500)
         parser.add_argument("--latency-samples", type=int, default=300)
+        parser.add_argument(
+            "--approval-rate",
+            type=float,
+            default=35.0,
+            help="approvals per second in the latency section (0: as fast as possible)",
+        )
         parser.add_argument(
             "--pages-tenant",
             default="volume",
@@ -82,7 +88,7 @@ class Command(BaseCommand):
         if "writes" not in skip:
             for workers in worker_counts:
                 say(f"approved writes, {workers} worker(s) ...")
-                result = measure.measure_writes(count=options["writes"], workers=workers)
+                result = dispatch.measure_writes(count=options["writes"], workers=workers)
                 if result.succeeded != result.actions:
                     raise CommandError(f"{result.succeeded} of {result.actions} writes succeeded")
                 writes[workers] = result
@@ -92,7 +98,17 @@ class Command(BaseCommand):
                         result.per_second,
                         "/s",
                         (">=", 1000) if workers == max(worker_counts) else None,
-                        f"{result.actions} writes in {result.seconds:.1f}s",
+                        f"sustained: {result.actions} writes and {result.jobs.jobs} jobs in "
+                        f"{result.seconds:.1f}s; {result.per_second_to_last_receipt:.0f}/s "
+                        "to the last receipt",
+                    )
+                )
+                figures.append(
+                    Figure(
+                        f"empty jobs per write, {workers} worker(s)",
+                        result.jobs.empty / result.actions,
+                        "",
+                        note=f"{result.jobs.empty} of {result.jobs.jobs} jobs found nothing",
                     )
                 )
             last = writes[max(worker_counts)]
@@ -156,8 +172,12 @@ class Command(BaseCommand):
         if "latency" not in skip:
             say("approval-to-dispatch latency ...")
             workers = max(worker_counts)
-            latency = measure.measure_latency(count=options["latency_samples"], workers=workers)
-            figures.append(Figure("approval-to-dispatch p50", latency.median * 1000, "ms"))
+            latency = dispatch.measure_latency(
+                count=options["latency_samples"], workers=workers, rate=options["approval_rate"]
+            )
+            figures.append(
+                Figure("approval-to-dispatch p50", latency.median * 1000, "ms", ("<", 50))
+            )
             figures.append(
                 Figure(
                     "approval-to-dispatch p99",
@@ -165,7 +185,7 @@ class Command(BaseCommand):
                     "ms",
                     ("<", 250),
                     f"{len(latency.samples)} approvals at {latency.approvals_per_second:.0f}/s, "
-                    f"{workers} workers",
+                    f"{workers} workers, {latency.jobs.empty} of {latency.jobs.jobs} jobs empty",
                 )
             )
         tenant = Tenant.objects.filter(name=options["pages_tenant"]).first()
