@@ -48,9 +48,11 @@ def propose_plan(request: HttpRequest, run_id: str, payload: schemas.PlanIn):
     new; 200 with the same plan for the same intents again; 422 intent_conflict when an
     intent's action_id is already frozen in this run with other arguments."""
     run = run_or_404(request, run_id)
-    observation = observation_of_run(payload.observation_id, run=run)
-    if observation is None:
-        raise InvalidArguments(f"no observation {payload.observation_id} in this run")
+    observation = None
+    if payload.observation_id is not None:
+        observation = observation_of_run(payload.observation_id, run=run)
+        if observation is None:
+            raise InvalidArguments(f"no observation {payload.observation_id} in this run")
     items = [PlanItem(**intent.model_dump()) for intent in payload.intents]
     plan, created = plan_propose(
         run=run, items=items, observation=observation, proposed_by=actor_of(request.auth)

@@ -96,7 +96,9 @@ class PlanItemIn(Body):
 
 class PlanIn(Body):
     intents: Annotated[list[PlanItemIn], Field(min_length=1, max_length=1000)]
-    observation_id: UUID = Field(description="The observation the plan rests on.")
+    observation_id: UUID | None = Field(
+        None, description="The observation the plan rests on; required (a plan needs approval)."
+    )
 
 
 class EvidenceIn(Body):

@@ -80,8 +80,13 @@ def test_a_bad_plan_is_refused_naming_the_item_and_nothing_is_frozen(api):
 
     refused = api.post(f"/runs/{run.id}/plans", {"intents": bad, "observation_id": observation})
     empty = api.post(f"/runs/{run.id}/plans", {"intents": [], "observation_id": observation})
+    unjustified = api.post(f"/runs/{run.id}/plans", {"intents": intents(1)})
 
     assert "intents[1]" in assert_problem(refused, 422, "invalid_arguments")["detail"]
     assert_problem(empty, 422, "validation_error")
+    assert (
+        "must rest on an observation"
+        in assert_problem(unjustified, 422, "invalid_arguments")["detail"]
+    )
     assert not Plan.objects.exists()
     assert not Action.objects.exists()
