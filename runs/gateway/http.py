@@ -17,19 +17,17 @@ import json
 import secrets
 from typing import Any
 
-import anyio
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import CLIENT_INFO_META_KEY
 
 from control.api_auth import rate_checked_token
 from control.api_limits import ApiLimited, limit_problem
-from runs.gateway.server import build_server
 from runs.gateway.sessions import Caller, session_open
 
 SESSION_HEADER = "Mcp-Session-Id"
+# The MCP spec's `_meta` key for the client's name (mcp_types.CLIENT_INFO_META_KEY).
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
 
 
 @csrf_exempt
@@ -64,7 +62,11 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     )
     if minted:
         session_open(caller)
-    status, headers, body = async_to_sync(_serve)(caller, _scope(request), request.body)
+    # Imported here, not at the top: every process that loads the URLconf (an RQ worker's
+    # system checks, each command) would otherwise pay the SDK's ~1.6 s import.
+    from runs.gateway.transport import serve
+
+    status, headers, body = async_to_sync(serve)(caller, _scope(request), request.body)
     response = HttpResponse(body, status=status)
     for name, value in headers:
         if name.lower() not in {"content-length", SESSION_HEADER.lower()}:
@@ -118,36 +120,3 @@ def _scope(request: HttpRequest) -> dict[str, Any]:
         "client": (request.META.get("REMOTE_ADDR", ""), 0),
         "server": (request.get_host(), 0),
     }
-
-
-async def _serve(caller: Caller, scope: dict, body: bytes) -> tuple[int, list, bytes]:
-    """One HTTP exchange through the SDK's stateless, JSON-answering handler."""
-    manager = StreamableHTTPSessionManager(
-        app=build_server(caller), json_response=True, stateless=True
-    )
-    answered = anyio.Event()
-    delivered = False
-    status, headers, chunks = 500, [], []
-
-    async def receive() -> dict:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await answered.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(event: dict) -> None:
-        nonlocal status
-        if event["type"] == "http.response.start":
-            status = event["status"]
-            headers.extend((k.decode("latin-1"), v.decode("latin-1")) for k, v in event["headers"])
-        elif event["type"] == "http.response.body":
-            chunks.append(event.get("body", b""))
-            if not event.get("more_body"):
-                answered.set()
-
-    async with manager.run():
-        await manager.handle_request(scope, receive, send)
-    answered.set()
-    return status, headers, b"".join(chunks)

@@ -5,7 +5,10 @@ and sessionless clients alike."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +119,21 @@ def test_the_readmes_desktop_configuration_is_what_the_demo_prints():
     assert documented["args"] == printed["mcpServers"]["countersign"]["args"]
     assert documented["env"] == printed["mcpServers"]["countersign"]["env"]
     assert Path(printed["mcpServers"]["countersign"]["command"]).name == documented["command"]
+
+
+def test_loading_the_urls_does_not_import_the_mcp_sdk():
+    """Workers load the URLconf for their system checks at every start: the SDK's import
+    (about 1.6 s) waits for the first MCP request instead."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django, sys; django.setup(); import control.urls; "
+            "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+    )
+    assert loaded.stdout.strip() == "[]"
