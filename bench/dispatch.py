@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from django.db.models import Max, Min
 from django.utils import timezone
-from rq.registry import StartedJobRegistry
 from rq.worker import Worker
 
 from bench.measure import (
@@ -33,6 +32,8 @@ from bench.measure import (
     make_bench_tenant,
     open_count,
     queue,
+    queue_clear,
+    queue_idle,
     seed_approved,
     seed_waiting,
 )
@@ -81,16 +82,6 @@ def _jobs_run() -> int:
     )
 
 
-def _queue_idle() -> bool:
-    """Nothing queued, nothing between dequeue and start, nothing running."""
-    q = queue()
-    return (
-        q.count == 0
-        and q.connection.llen(q.intermediate_queue_key) == 0
-        and StartedJobRegistry(queue=q).count == 0
-    )
-
-
 def measure_writes(*, count: int, workers: int, timeout: float = 600) -> WritesResult:
     ensure_bench_tool()
     check_quiet()
@@ -106,7 +97,7 @@ def measure_writes(*, count: int, workers: int, timeout: float = 600) -> WritesR
             interval=0.05,
             what=f"{count} writes with {workers} workers",
         )
-        wait_for(_queue_idle, timeout=timeout, interval=0.005, what="every delivered job run")
+        wait_for(queue_idle, timeout=timeout, interval=0.005, what="every delivered job run")
         finished = timezone.now()
         jobs = JobCounts(jobs=_jobs_run(), empty=_empty_jobs_counted() - empty_before)
         rss = [rss_bytes(p.pid) for p in processes]
@@ -116,7 +107,7 @@ def measure_writes(*, count: int, workers: int, timeout: float = 600) -> WritesR
             errors = children.stop(process)
             if errors.strip():
                 sys.stderr.write(errors[-2000:])
-        queue().empty()
+        queue_clear()
     first = Attempt.objects.filter(action__tenant=bench.tenant).aggregate(at=Min("started_at"))
     last = Receipt.objects.filter(tenant=bench.tenant).aggregate(at=Max("created_at"))
     return WritesResult(
@@ -182,11 +173,11 @@ def measure_latency(
             interval=0.25,
             what="approved intents dispatched",
         )
-        wait_for(_queue_idle, timeout=timeout, interval=0.005, what="every delivered job run")
+        wait_for(queue_idle, timeout=timeout, interval=0.005, what="every delivered job run")
         jobs = JobCounts(jobs=_jobs_run(), empty=_empty_jobs_counted() - empty_before)
     finally:
         children.stop_all()
-        queue().empty()
+        queue_clear()
     approved_at = dict(
         Approval.objects.filter(tenant=bench.tenant).values_list("action_id", "created_at")
     )

@@ -12,10 +12,18 @@ import pytest
 from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
+from rq import Queue
 
 from bench.builder import AGENT, RunSpec, build_and_insert, build_run, insert_built
 from bench.commits import counting_transactions
-from bench.measure import ensure_bench_tool, make_bench_tenant, measure_pages
+from bench.measure import (
+    NOOP_JOB,
+    ensure_bench_tool,
+    make_bench_tenant,
+    measure_pages,
+    queue_clear,
+    queue_idle,
+)
 from bench.tools import BenchNoop
 from control.models import Tenant
 from runs.execution.worker import drain
@@ -32,6 +40,22 @@ def noop_tool():
     ensure_bench_tool()
     yield
     unregister_tool(BenchNoop())
+
+
+def test_a_job_taken_off_the_queue_but_never_started_is_not_idle_and_is_cleared(redis_queue):
+    """A worker stopped between RQ's dequeue and the job's start leaves the job in RQ's
+    intermediate list; the rq section once ended there and the next section waited for an
+    idle queue that never came."""
+    redis_queue.enqueue(NOOP_JOB)
+    assert not queue_idle()
+    taken = Queue.dequeue_any([redis_queue], timeout=None, connection=redis_queue.connection)
+    assert taken is not None
+    assert redis_queue.count == 0
+    assert not queue_idle()
+
+    queue_clear()
+
+    assert queue_idle()
 
 
 @pytest.mark.django_db
