@@ -5,7 +5,13 @@ from countersign_client import Countersign, Intent, Observation, requires_approv
 
 from __future__ import annotations
 
-from countersign_client.approval import Intent, Observation, requires_approval
+from countersign_client.approval import (
+    Intent,
+    Observation,
+    Plan,
+    requires_approval,
+    requires_plan_approval,
+)
 from countersign_client.client import Countersign, content_hash, receipt_of
 from countersign_client.errors import (
     ActionFailed,
@@ -56,6 +62,7 @@ __all__ = [
     "MissingEvidence",
     "NotFound",
     "Observation",
+    "Plan",
     "Rejected",
     "ServerError",
     "Unauthorized",
@@ -66,4 +73,5 @@ __all__ = [
     "content_hash",
     "receipt_of",
     "requires_approval",
+    "requires_plan_approval",
 ]

@@ -160,11 +160,12 @@ class Countersign:
         return cast(Action, self._post(f"/runs/{run_id}/actions", body))
 
     def propose_plan(
-        self, run_id: str, *, intents: list[dict[str, Any]], observation_id: str
+        self, run_id: str, *, intents: list[dict[str, Any]], observation_id: str | None
     ) -> Plan:
         """Freezes several intents as one plan ({action_id, tool, target, args,
         contract_version?} each), approved or rejected as one and then executed one at a
-        time in this order. The same intents again answer the same plan."""
+        time in this order. The same intents again answer the same plan (then without an
+        observation_id); a new plan must rest on an observation."""
         body = {"intents": intents, "observation_id": observation_id}
         return cast(Plan, self._post(f"/runs/{run_id}/plans", body))
 

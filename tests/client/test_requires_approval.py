@@ -13,7 +13,9 @@ from django.core.management import call_command
 from control.clock import db_now
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Run, ToolPolicy
-from runs.services import action_edit_and_approve
+from runs.models import Observation as SeenRecord
+from runs.models import Plan as PlanRecord
+from runs.services import action_edit_and_approve, plan_decide
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
 from tests.factories import approve, make_user, reject
@@ -25,9 +27,11 @@ from countersign_client import (  # isort: skip
     Expired,
     Intent,
     Observation,
+    Plan,
     Rejected,
     Uncertain,
     requires_approval,
+    requires_plan_approval,
 )
 
 pytestmark = LIVE
@@ -182,3 +186,79 @@ def test_an_operators_edit_returns_the_receipt_of_the_edited_intent(cs, tenant, 
     receipt = running.result(timeout=60)
     assert receipt["intent_digest"] == edited.intent_digest != action.intent_digest
     assert Effect.objects.filter(idempotency_key=edited.idempotency_key).count() == 1
+
+
+def _tell_customers(cs: Countersign, run_id: str):
+    @requires_plan_approval(cs, run_id=run_id, tool="notify.send", timeout=60)
+    def tell(customers: list[str]) -> Plan:
+        return Plan(
+            [
+                Intent(f"tell-{name}", f"{name}@example.com", {"body": "your order shipped"})
+                for name in customers
+            ],
+            observation=Observation(
+                source="orders",
+                ref="shipped-today",
+                content="\n".join(customers),
+                summary="shipped",
+            ),
+        )
+
+    return tell
+
+
+def _decide_plan(tenant, decision: str = "approve", reason: str = "") -> PlanRecord:
+    plan = wait_until(
+        lambda: PlanRecord.objects.filter(status="waiting_approval").first(),
+        timeout=20,
+        message="the agent never proposed its plan",
+    )
+    return plan_decide(
+        plan=plan,
+        approver=make_user(tenant, "operator"),
+        decision=decision,
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+        reason=reason,
+    )
+
+
+def test_the_readme_plan_returns_every_receipt_in_order_after_one_approval(
+    cs, tenant, workers, agent
+):
+    section = README.read_text().split("### Approve the plan once", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    run = cs.create_run("tell two customers their order shipped")
+    seen = Observation("orders", "shipped-today", "ada and bob", content="ada\nbob")
+    namespace = {"cs": cs, "run": run, "seen": seen, "Intent": Intent, "Observation": Observation}
+    running = agent.submit(exec, snippet, namespace)
+    plan = _decide_plan(tenant)
+    for item in plan.items.order_by("position"):
+        _execute(workers, item)
+    running.result(timeout=60)
+
+    receipts = namespace["receipts"]
+    items = list(plan.items.order_by("position"))
+    assert [r["receipt_id"] for r in receipts] == [a.receipt.receipt_id for a in items]
+    assert [r["intent_digest"] for r in receipts] == [a.intent_digest for a in items]
+    assert [e.target for e in Effect.objects.order_by("id")] == [
+        "ada@example.com",
+        "bob@example.com",
+    ]
+    # A restarted agent calling again gets the same receipts: no second plan, observation
+    # or send.
+    again = agent.submit(namespace["tell"], ["ada", "bob"], seen).result(timeout=30)
+    assert again == receipts
+    assert PlanRecord.objects.count() == 1
+    assert SeenRecord.objects.filter(run_id=run["id"]).count() == 1
+    assert Effect.objects.count() == 2
+
+
+def test_a_rejected_plan_raises_rejected_and_sends_nothing(cs, tenant, agent):
+    run = cs.create_run("tell two customers")
+    running = agent.submit(_tell_customers(cs, run["id"]), ["dee", "eve"])
+    _decide_plan(tenant, "reject", reason="the shipment was recalled")
+    with pytest.raises(Rejected) as rejected:
+        running.result(timeout=30)
+    assert rejected.value.reason == "the shipment was recalled"
+    assert not Effect.objects.exists()
