@@ -3,6 +3,8 @@ carries for each person who may decide.
 
 A link names one action, one approver, the intent digest the mail showed, a random nonce
 and its expiry, signed with Django's signing (the project's secret key, a salt of its own).
+For an intent proposed in a plan it also names the plan, and the digest is the plan digest:
+the link decides the whole plan, exactly the version the mail showed.
 It proves only that Countersign wrote it for that person about that intent; the page it opens
 decides nothing on a GET, and its POST goes through approval_decide like the inbox does.
 Used once: runs.services.outreach stores its nonce under a unique constraint.
@@ -42,9 +44,10 @@ class LinkRefused(Exception):
 class LinkClaims:
     action_pk: str
     approver_pk: int
-    intent_digest: str
+    intent_digest: str  # the plan digest when plan_pk is set
     nonce: str
     expires_at: datetime
+    plan_pk: str | None = None
 
 
 def lifetime() -> timedelta:
@@ -53,16 +56,20 @@ def lifetime() -> timedelta:
 
 def decision_link_token(*, action: Action, approver_pk: int, now: datetime | None = None) -> str:
     now = now or timezone.now()
+    plan = action.plan if action.plan_id else None
+    decided = plan or action
     expires_at = now + lifetime()
-    if action.expires_at is not None:
-        expires_at = min(expires_at, action.expires_at)
+    if decided.expires_at is not None:
+        expires_at = min(expires_at, decided.expires_at)
     claims = {
         "a": str(action.pk),
         "u": approver_pk,
-        "d": action.intent_digest,
+        "d": plan.digest if plan else action.intent_digest,
         "n": secrets.token_urlsafe(18),
         "e": int(expires_at.timestamp()),
     }
+    if plan:
+        claims["p"] = str(plan.pk)
     return signing.dumps(claims, salt=SALT)
 
 
@@ -82,6 +89,7 @@ def decision_link_read(token: str) -> LinkClaims:
             intent_digest=str(claims["d"]),
             nonce=str(claims["n"]),
             expires_at=datetime.fromtimestamp(int(claims["e"]), tz=UTC),
+            plan_pk=str(claims["p"]) if "p" in claims else None,
         )
     except (signing.BadSignature, KeyError, TypeError, ValueError):
         raise LinkRefused(

@@ -103,7 +103,7 @@ def approval_notify(run_id: str | None = None, *, action: str, kind: str) -> int
 
 def _send(*, action: str, kind: str) -> int:
     row = (
-        Action.objects.select_related("run", "tenant", "observation")
+        Action.objects.select_related("run", "tenant", "observation", "plan")
         .filter(pk=action, status=STILL_TRUE[kind])
         .first()
     )
@@ -164,7 +164,13 @@ def requeue_lost() -> int:
 def _mails(action: Action, payload: dict) -> list[tuple[str, str, str, list[str]]]:
     """One (subject, body, sender, recipients) per mail: a mail of their own for each person
     who may decide (a requested one carries their decision link), or one to the contacts."""
-    subject = SUBJECTS[payload["kind"]].format(tool=action.tool, target=action.target)
+    plan = payload["plan"]
+    if plan:
+        subject = SUBJECTS[payload["kind"]].format(
+            tool=f"plan of {plan['size']}:", target=", ".join(plan["tools"])
+        )
+    else:
+        subject = SUBJECTS[payload["kind"]].format(tool=action.tool, target=action.target)
     sender = getattr(settings, "COUNTERSIGN_NOTIFY_FROM", "") or settings.DEFAULT_FROM_EMAIL
     if payload["kind"] == ESCALATED:
         contacts = escalation_contacts(action)
@@ -214,6 +220,7 @@ def notification_payload(action: Action, *, kind: str) -> dict:
             "status": action.status,
             "expires_at": action.expires_at.isoformat() if action.expires_at else None,
         },
+        "plan": _plan_payload(action),
         "observation": {
             "source": observation.source,
             "summary": observation.summary,
@@ -228,8 +235,25 @@ def notification_payload(action: Action, *, kind: str) -> dict:
     }
 
 
+def _plan_payload(action: Action) -> dict | None:
+    """The plan an intent was proposed in: the moment is the plan's, decided as one."""
+    if action.plan_id is None:
+        return None
+    plan = action.plan
+    tools = Action.objects.filter(plan=plan).values_list("tool", flat=True).distinct()
+    return {
+        "id": str(plan.pk),
+        "digest": plan.digest,
+        "size": plan.size,
+        "tools": sorted(tools),
+        "state_version": plan.base_version,
+        "expires_at": plan.expires_at.isoformat(),
+    }
+
+
 def notification_text(payload: dict, *, decision_link: str = "") -> str:
     action = payload["action"]
+    plan = payload["plan"]
     lines = [
         {
             REQUESTED: "An agent asks to make this write and waits for your decision.",
@@ -239,13 +263,25 @@ def notification_text(payload: dict, *, decision_link: str = "") -> str:
             EXPIRED: "This request expired without approval. It will not run; you may ask again.",
         }[payload["kind"]],
         "",
-        f"Tool:     {action['tool']}",
-        f"Target:   {action['target']}",
-        f"Proposer: {action['proposed_by']}",
-        f"Digest:   {action['intent_digest']} (state version {action['state_version']})",
-        f"Expires:  {action['expires_at']}",
-        f"Run goal: {payload['run']['goal']}",
     ]
+    if plan:
+        lines += [
+            f"Plan:     {plan['size']} writes, approved or rejected as one",
+            f"Tools:    {', '.join(plan['tools'])}",
+            f"First:    {action['tool']} {action['target']}",
+            f"Proposer: {action['proposed_by']}",
+            f"Digest:   {plan['digest']} (plan, state version {plan['state_version']})",
+            f"Expires:  {plan['expires_at']}",
+        ]
+    else:
+        lines += [
+            f"Tool:     {action['tool']}",
+            f"Target:   {action['target']}",
+            f"Proposer: {action['proposed_by']}",
+            f"Digest:   {action['intent_digest']} (state version {action['state_version']})",
+            f"Expires:  {action['expires_at']}",
+        ]
+    lines.append(f"Run goal: {payload['run']['goal']}")
     if payload["observation"]:
         lines.append(f"Because:  {payload['observation']['summary']}")
     if decision_link:

@@ -1,10 +1,11 @@
 """The page a decision link from an "approval requested" mail opens (runs.decision_links).
 
-A GET shows the frozen intent and the forms to confirm, and decides nothing: mail scanners
-and link previews follow links. A POST decides through the same service as the inbox, bound
-to the digest and state version the page showed, and uses the link up. It needs a session as
-the link's approver unless the tool policy allows link-only decisions; signed in as anyone
-else, the link is refused. Every refusal is a page of its own with a status that says why,
+A GET shows the frozen intent (or the plan the link names) and the forms to confirm, and
+decides nothing: mail scanners and link previews follow links. A POST decides through the
+same service as the inbox, bound to the digest and state version the page showed, and uses
+the link up. It needs a session as the link's approver unless the tool policy (for a plan:
+each of its tools' policies) allows link-only decisions; signed in as anyone else, the link
+is refused. Every refusal is a page of its own with a status that says why,
 and leaves everything as it was.
 
 A decided POST renders its outcome rather than redirecting: the link is used by then, so a
@@ -24,11 +25,12 @@ from control.audit import audit_record
 from runs import selectors, services
 from runs.decision_links import LinkClaims, LinkRefused, decision_link_read
 from runs.exceptions import LinkUsed, RunsError
-from runs.models import Action
+from runs.models import Action, Plan
 from runs.pages.forms import PRESET_REASONS, ApproveForm, RejectForm
 from runs.pages.presenters import MISSING_BINDING, InboxItem, Outcome, refusal
 
 PAGE = "runs/action_decide_by_link.html"
+PLAN_PAGE = "runs/plan_decide_by_link.html"
 REFUSED = "runs/decision_link_refused.html"
 USED = LinkRefused(
     "used",
@@ -42,7 +44,10 @@ USED = LinkRefused(
 def _target(request: HttpRequest, claims: LinkClaims) -> selectors.LinkTarget:
     """The link's request and approver, or the reason the link cannot decide on it."""
     target = selectors.decision_link_target(
-        action_pk=claims.action_pk, approver_pk=claims.approver_pk, nonce=claims.nonce
+        action_pk=claims.action_pk,
+        approver_pk=claims.approver_pk,
+        nonce=claims.nonce,
+        plan_pk=claims.plan_pk,
     )
     if target is None:
         raise LinkRefused("gone", 404, "This request is not here", "Nothing was decided.")
@@ -58,7 +63,14 @@ def _target(request: HttpRequest, claims: LinkClaims) -> selectors.LinkTarget:
         )
     if target.used:
         raise USED
-    action = target.action
+    if target.plan is not None:
+        _plan_still_waits(target.plan.plan, claims)
+    else:
+        _action_still_waits(target.action, claims)
+    return target
+
+
+def _action_still_waits(action: Action, claims: LinkClaims) -> None:
     if claims.intent_digest != action.intent_digest:
         raise LinkRefused("digest", 409, "This link names another intent", "Nothing was decided.")
     if action.status == Action.Status.SUPERSEDED:
@@ -77,26 +89,56 @@ def _target(request: HttpRequest, claims: LinkClaims) -> selectors.LinkTarget:
             "This request no longer waits for a decision",
             f"It is {action.get_status_display().lower()}. Nothing was decided.",
         )
-    if action.expires_at is None or action.expires_at <= timezone.now():
+    _not_expired(action.expires_at)
+
+
+def _plan_still_waits(plan: Plan, claims: LinkClaims) -> None:
+    if claims.intent_digest != plan.digest:
+        raise LinkRefused("digest", 409, "This link names another plan", "Nothing was decided.")
+    if plan.status == Plan.Status.SUPERSEDED:
+        raise LinkRefused(
+            "superseded",
+            409,
+            "This plan was revised",
+            "An operator dropped intents from it: a new version with another digest waits "
+            "in the inbox, and this link cannot decide on it. Nothing was decided.",
+        )
+    if plan.status != Plan.Status.WAITING_APPROVAL:
+        raise LinkRefused(
+            "not_waiting",
+            409,
+            "This plan no longer waits for a decision",
+            f"It is {plan.get_status_display().lower()}. Nothing was decided.",
+        )
+    _not_expired(plan.expires_at)
+
+
+def _not_expired(expires_at) -> None:
+    if expires_at is None or expires_at <= timezone.now():
         raise LinkRefused(
             "request_expired",
             410,
             "This request has expired",
             "It was never approved and will not run. Nothing was decided.",
         )
-    return target
 
 
 def _page(request, target, *, needs_login, outcome=None, reject_form=None, status=200):
     context = {
-        "item": InboxItem(target.action, timezone.now(), target.approver.pk, outcome),
         "approver": target.approver,
         "needs_login": needs_login,
         "login_url": f"{reverse('login')}?next={request.get_full_path()}",
         "reject_form": reject_form or RejectForm(),
         "preset_reasons": PRESET_REASONS,
         "decided": outcome is not None and outcome.ok,
+        "outcome": outcome,
     }
+    if target.plan is not None:
+        context["summary"] = target.plan
+        context["approve_label"] = f"Confirm: approve all {target.plan.plan.size}"
+        return render(request, PLAN_PAGE, context, status=status)
+    now = timezone.now()
+    context["item"] = InboxItem(target.action, now, target.approver.pk, outcome)
     return render(request, PAGE, context, status=status)
 
 
@@ -123,7 +165,8 @@ def decision_link(request: HttpRequest, token: str) -> HttpResponse:
     except LinkRefused as refused:
         return _refused(request, refused)
     signed_in = request.user.is_authenticated
-    needs_login = not signed_in and not services.link_only_allowed(target.action)
+    tools = {tool for tool, _ in target.plan.tools} if target.plan else None
+    needs_login = not signed_in and not services.link_only_allowed(target.action, tools)
     if request.method == "GET":
         return _page(request, target, needs_login=needs_login)
     if needs_login:
@@ -144,31 +187,46 @@ def _decide(request, claims, target, *, signed_in: bool) -> HttpResponse:
             reject_form=form if decision == "reject" else None,
             status=422,
         )
+    binding = {
+        "claims": claims,
+        "action": target.action,
+        "approver": target.approver,
+        "logged_in": signed_in,
+        "decision": decision,
+        "seen_digest": form.cleaned_data["seen_digest"],
+        "seen_state_version": form.cleaned_data["seen_state_version"],
+        "reason": form.cleaned_data.get("full_reason", ""),
+    }
+    if target.plan is not None:
+        binding.update(plan=target.plan.plan, tools={tool for tool, _ in target.plan.tools})
     try:
-        services.approval_decide_by_link(
-            claims=claims,
-            action=target.action,
-            approver=target.approver,
-            logged_in=signed_in,
-            decision=decision,
-            seen_digest=form.cleaned_data["seen_digest"],
-            seen_state_version=form.cleaned_data["seen_state_version"],
-            reason=form.cleaned_data.get("full_reason", ""),
-        )
+        services.decide_by_link(**binding)
     except LinkUsed:
         return _refused(request, USED)
     except RunsError as error:
         return _page(request, target, needs_login=False, outcome=refusal(error), status=409)
     fresh = selectors.decision_link_target(
-        action_pk=claims.action_pk, approver_pk=claims.approver_pk, nonce=claims.nonce
+        action_pk=claims.action_pk,
+        approver_pk=claims.approver_pk,
+        nonce=claims.nonce,
+        plan_pk=claims.plan_pk,
     )
     target = fresh or target  # the page shows the decision it just recorded
-    return _page(request, target, needs_login=False, outcome=_decided(target.action, decision))
+    return _page(request, target, needs_login=False, outcome=_decided(target, decision))
 
 
-def _decided(action: Action, decision: str) -> Outcome:
+def _decided(target: selectors.LinkTarget, decision: str) -> Outcome:
     if decision == "reject":
         return Outcome(True, "Rejected", "The agent reads your reason. This link is now used.")
-    if action.status == Action.Status.WAITING_APPROVAL:
+    if target.plan is not None:
+        plan = target.plan.plan
+        if plan.status == Plan.Status.WAITING_APPROVAL:
+            return Outcome(True, "Approved", "Waiting for another operator's approval.")
+        return Outcome(
+            True,
+            f"Approved all {plan.size}",
+            "Each goes to a worker in order, under its own key. This link is now used.",
+        )
+    if target.action.status == Action.Status.WAITING_APPROVAL:
         return Outcome(True, "Approved", "Waiting for another operator's approval.")
     return Outcome(True, "Approved", "Queued for a worker. This link is now used.")

@@ -61,6 +61,7 @@ from runs.selectors.plans import (
     inbox_plans,
     plan_items_page,
     plan_of_tenant,
+    plan_summary,
 )
 
 __all__ = [
@@ -104,6 +105,7 @@ __all__ = [
     "plan_items",
     "plan_items_page",
     "plan_of_tenant",
+    "plan_summary",
     "policy_for",
     "ready_actions",
     "run_by_id",

@@ -11,6 +11,7 @@ from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Quer
 from django.db.models.functions import Now
 
 from runs.models import Action, DecisionLinkUse, ToolPolicy
+from runs.selectors.plans import PlanSummary, plan_summary
 
 
 def escalations_due() -> QuerySet[Action]:
@@ -36,14 +37,21 @@ class LinkTarget:
     action: Action
     approver: object
     used: bool
+    # The plan the link decides (the link names it), as the inbox shows it.
+    plan: PlanSummary | None = None
 
 
-def decision_link_target(*, action_pk: str, approver_pk: int, nonce: str) -> LinkTarget | None:
-    """The link's action (with what the page shows), its approver, and whether it was used;
-    None when the action or the person no longer exists."""
+def decision_link_target(
+    *, action_pk: str, approver_pk: int, nonce: str, plan_pk: str | None = None
+) -> LinkTarget | None:
+    """The link's action (with what the page shows), its plan if it names one, its approver,
+    and whether it was used; None when one of them no longer exists."""
     try:
         pk = uuid.UUID(action_pk)
+        plan = plan_summary(uuid.UUID(plan_pk)) if plan_pk is not None else None
     except ValueError:
+        return None
+    if plan_pk is not None and plan is None:
         return None
     action = (
         Action.objects.select_related("run", "tenant", "observation", "superseded_by")
@@ -55,4 +63,4 @@ def decision_link_target(*, action_pk: str, approver_pk: int, nonce: str) -> Lin
     if action is None or approver is None:
         return None
     used = DecisionLinkUse.objects.filter(nonce=nonce).exists()
-    return LinkTarget(action=action, approver=approver, used=used)
+    return LinkTarget(action=action, approver=approver, used=used, plan=plan)

@@ -42,12 +42,23 @@ class PlanSummary:
 
 def inbox_plans(*, tenant: Tenant) -> list[PlanSummary]:
     """The tenant's plans waiting for a decision, soonest to expire first."""
+    waiting = Plan.objects.filter(tenant=tenant, status=Plan.Status.WAITING_APPROVAL)
+    return _summaries(waiting.order_by("expires_at", "pk"))
+
+
+def plan_summary(plan_pk) -> PlanSummary | None:
+    """One plan as the inbox would show it, whatever its status (a decision link's page)."""
+    found = _summaries(Plan.objects.filter(pk=plan_pk))
+    return found[0] if found else None
+
+
+def _summaries(plans_query) -> list[PlanSummary]:
+    """Three queries: the plans, their first items, and one pass over every item."""
     shown = Action.objects.order_by("position")[:ITEMS_SHOWN]
     plans = list(
-        Plan.objects.filter(tenant=tenant, status=Plan.Status.WAITING_APPROVAL)
-        .select_related("run", "observation")
-        .prefetch_related(Prefetch("items", queryset=shown, to_attr="shown_items"))
-        .order_by("expires_at", "pk")
+        plans_query.select_related("run", "observation").prefetch_related(
+            Prefetch("items", queryset=shown, to_attr="shown_items")
+        )
     )
     if not plans:
         return []

@@ -24,7 +24,11 @@ from runs.services.intents import (
 )
 from runs.services.leases import lease_claim, lease_release, lease_renew
 from runs.services.ledger import ledger_export_record
-from runs.services.outreach import approval_decide_by_link, approval_escalate, link_only_allowed
+from runs.services.outreach import (
+    approval_escalate,
+    decide_by_link,
+    link_only_allowed,
+)
 from runs.services.plans import (
     PlanItem,
     plan_decide,
@@ -58,10 +62,10 @@ __all__ = [
     "action_propose",
     "action_set_status",
     "approval_decide",
-    "approval_decide_by_link",
     "approval_escalate",
     "approval_expire",
     "approval_warn_expiring",
+    "decide_by_link",
     "grant_check",
     "lease_claim",
     "lease_release",

@@ -12,9 +12,10 @@ from control.clock import db_now
 from runs import notifications
 from runs.decision_links import LinkClaims
 from runs.exceptions import GrantMismatch, LinkUsed, NotAllowed
-from runs.models import Action, Approval, DecisionLinkUse, Escalation, ToolPolicy
+from runs.models import Action, DecisionLinkUse, Escalation, Plan, ToolPolicy
 from runs.services.approvals import approval_decide
 from runs.services.common import notify_approvers
+from runs.services.plans import plan_decide
 
 
 @transaction.atomic
@@ -47,34 +48,19 @@ def approval_escalate(*, action: Action) -> bool:
     return True
 
 
-def link_only_allowed(action: Action) -> bool:
-    """May a link decide on this request without a logged-in session? Read from the tool
-    policy now, so turning it off stops links already sent."""
-    return ToolPolicy.objects.filter(
-        tenant_id=action.tenant_id, tool=action.tool, link_only_decisions=True
-    ).exists()
+def link_only_allowed(action: Action, tools: set[str] | None = None) -> bool:
+    """May a link decide on this request (on a plan: on every one of its `tools`) without a
+    logged-in session? Read from the tool policies now, so turning it off stops links
+    already sent; one tool of a plan that asks for a session makes the plan ask for one."""
+    tools = tools or {action.tool}
+    allowed = ToolPolicy.objects.filter(
+        tenant_id=action.tenant_id, tool__in=tools, link_only_decisions=True
+    )
+    return allowed.count() == len(tools)
 
 
-@transaction.atomic
-def approval_decide_by_link(
-    *,
-    claims: LinkClaims,
-    action: Action,
-    approver,
-    logged_in: bool,
-    decision: str,
-    seen_digest: str,
-    seen_state_version: int,
-    reason: str = "",
-) -> Approval:
-    """Records the decision a decision link's page confirmed, once per link: the link's use
-    and the decision commit together, so a refused decision leaves the link unused."""
-    if str(action.pk) != claims.action_pk or approver.pk != claims.approver_pk:
-        raise NotAllowed("this link was sent to someone else")
-    if claims.intent_digest != action.intent_digest:
-        raise GrantMismatch("digest", "the link was sent for another intent")
-    if not logged_in and not link_only_allowed(action):
-        raise NotAllowed("this tool's policy asks you to sign in before deciding")
+def _link_use(claims: LinkClaims, action: Action, approver, decision: str, logged_in: bool):
+    """Marks the link used; LinkUsed if it was. Commits with the decision or not at all."""
     try:
         with transaction.atomic():
             DecisionLinkUse.objects.create(
@@ -88,20 +74,54 @@ def approval_decide_by_link(
             )
     except IntegrityError:
         raise LinkUsed("this link was already used") from None
-    approval = approval_decide(
-        action=action,
-        approver=approver,
-        decision=decision,
-        seen_digest=seen_digest,
-        seen_state_version=seen_state_version,
-        reason=reason,
-    )
+
+
+@transaction.atomic
+def decide_by_link(
+    *,
+    claims: LinkClaims,
+    action: Action,
+    approver,
+    logged_in: bool,
+    decision: str,
+    seen_digest: str,
+    seen_state_version: int,
+    reason: str = "",
+    plan: Plan | None = None,
+    tools: set[str] | None = None,
+) -> None:
+    """Records the decision a decision link's page confirmed, once per link: the link's use
+    and the decision commit together, so a refused decision leaves the link unused. A link
+    that names a plan (`action` is then the item its mail was about, `tools` the plan's)
+    decides the whole plan, the version it names, through plan_decide; any other link the
+    action, through approval_decide."""
+    if str(action.pk) != claims.action_pk or approver.pk != claims.approver_pk:
+        raise NotAllowed("this link was sent to someone else")
+    if (str(plan.pk) if plan else None) != claims.plan_pk:
+        raise NotAllowed("this link names another plan")
+    if claims.intent_digest != (plan.digest if plan else action.intent_digest):
+        raise GrantMismatch("digest", "the link was sent for another version")
+    if not logged_in and not link_only_allowed(action, tools):
+        raise NotAllowed("a tool's policy asks you to sign in before deciding")
+    _link_use(claims, action, approver, decision, logged_in)
+    binding = {
+        "approver": approver,
+        "decision": decision,
+        "seen_digest": seen_digest,
+        "seen_state_version": seen_state_version,
+        "reason": reason,
+    }
+    if plan is not None:
+        plan_decide(plan=plan, **binding)
+    else:
+        approval_decide(action=action, **binding)
+    subject = plan or action
+    kind = subject._meta.model_name
     audit_record(
         actor=approver.get_username(),
-        verb="action.decided_by_link",
+        verb=f"{kind}.decided_by_link",
         tenant=action.tenant,
-        object_type="action",
-        object_id=str(action.pk),
+        object_type=kind,
+        object_id=str(subject.pk),
         data={"decision": decision, "logged_in": logged_in, "nonce": claims.nonce},
     )
-    return approval

@@ -11,7 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Action, ToolPolicy
-from runs.services import tool_policy_set
+from runs.services import PlanItem, plan_propose, tool_policy_set
+from sandbox.models import Effect
 from tests.browser.conftest import PASSWORD, log_in, screenshot
 from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
 from tests.processes import Workers
@@ -174,3 +175,42 @@ def test_an_admin_sets_an_escalation_on_the_policies_page(page):
         ["lead@example.com", "duty@example.com"],
         True,
     )
+
+
+def test_a_plan_is_approved_whole_from_its_mailed_link(page, mailing_workers, mailbox):
+    tenant = make_tenant()
+    operator_with_mail(tenant, "olivia")
+    run = make_run(tenant, goal="tell three customers their order shipped")
+    items = [
+        PlanItem(
+            action_id=f"tell-{n}",
+            tool="notify.send",
+            target=f"customer-{n}@example.com",
+            args={"body": "your order shipped"},
+        )
+        for n in range(1, 4)
+    ]
+    plan, _ = plan_propose(
+        run=run, items=items, observation=make_observation(run), proposed_by="agent-token"
+    )
+    assert mailing_workers.run_burst() == 0
+
+    (message,) = mailbox.messages
+    assert message["Subject"] == "Approval requested: plan of 3: notify.send"
+    page.goto(LINK.search(message.get_content()).group(0))
+    expect(page.locator("[data-plan-items] tbody tr")).to_have_count(3)
+    expect(page.locator("[data-digest]")).to_have_text(plan.digest)
+    page.locator("[data-sign-in]").click()
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("button", name="Confirm: approve all 3").click()
+
+    expect(page.locator(".outcome.ok")).to_contain_text("Approved all 3.")
+    screenshot(page, "decision-link-plan-approved")
+    assert mailing_workers.run_burst() == 0  # a worker sends each, in order, under its key
+    statuses = list(plan.items.order_by("position").values_list("status", flat=True))
+    assert statuses == ["succeeded"] * 3
+    assert sorted(Effect.objects.values_list("target", flat=True)) == [
+        f"customer-{n}@example.com" for n in range(1, 4)
+    ]

@@ -38,10 +38,10 @@ def link_for(action: Action, user, mailoutbox) -> str:
     return urlsplit(LINK.search(mail.body).group(0)).path
 
 
-def allow_link_only(tenant, allowed: bool = True) -> None:
+def allow_link_only(tenant, allowed: bool = True, *, tool: str = "ticket.close") -> None:
     tool_policy_set(
         tenant=tenant,
-        tool="ticket.close",
+        tool=tool,
         needs_approval=True,
         four_eyes=False,
         required_approvals=1,
