@@ -102,25 +102,26 @@ def approval_state(action: Action, grants: list) -> dict | None:
 
 def build_state(run: Run) -> dict:
     """The recoverable state of `run` as the checkpoint records it."""
-    # Only the open intents: the cost of a checkpoint must not grow with the completed work.
-    open_actions = list(
-        run.actions.filter(status__in=OPEN_ACTION_STATUSES)
-        .order_by("position", "created_at")  # a plan's next item first
-        .select_related("observation")
-        .prefetch_related("approvals")
-    )
+    # Only the open intents: the cost of a checkpoint must not grow with the completed work,
+    # nor with a plan's size: a running run needs only the next one, a stopped one only the
+    # identities of those in doubt.
+    open_actions = run.actions.filter(status__in=OPEN_ACTION_STATUSES)
     stopped = run.phase in TERMINAL_PHASES
-    pending = None if stopped or not open_actions else open_actions[0]
-    in_doubt = [
-        {
-            "action_id": a.action_id,
-            "idempotency_key": a.idempotency_key,
-            "intent_digest": a.intent_digest,
-            "status": a.status,
-        }
-        for a in open_actions
-        if stopped
-    ]
+    pending = None
+    in_doubt = []
+    if stopped:
+        in_doubt = list(
+            open_actions.order_by("position", "created_at").values(
+                "action_id", "idempotency_key", "intent_digest", "status"
+            )
+        )
+    else:
+        pending = (
+            open_actions.order_by("position", "created_at")  # a plan's next item first
+            .select_related("observation")
+            .prefetch_related("approvals")
+            .first()
+        )
     grants = [a for a in pending.approvals.all() if a.decision == "approve"] if pending else []
     return state_document(
         run,
