@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 
 from control.counters import worker_event_counts
 from control.prometheus import CONTENT_TYPE, Metric, render, scrape_allowed
+from control.rollup import totals as rollup_totals
 from reconciliation.metrics import case_metrics
 from runs.metrics import (
     action_metrics,
@@ -35,12 +36,13 @@ from runs.metrics import (
 def collect() -> list[Metric]:
     started = time.perf_counter()
     worker_events, redis_up = worker_event_counts()
+    totals = rollup_totals()
     metrics = [
-        *action_metrics(),
-        approval_latency_metric(),
-        *case_metrics(),
-        *attempt_metrics(),
-        *suppression_and_outbox_metrics(worker_events),
+        *action_metrics(totals),
+        approval_latency_metric(totals),
+        *case_metrics(totals),
+        *attempt_metrics(totals),
+        *suppression_and_outbox_metrics(totals, worker_events),
     ]
     metrics.append(
         Metric("redis_up", "gauge", "Whether Redis answered this scrape.").add(int(redis_up))
