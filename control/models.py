@@ -172,3 +172,17 @@ class LoginFailure(models.Model):
 
     def __str__(self) -> str:
         return f"failed login as {self.username!r} from {self.address or 'unknown'}"
+
+
+class MetricCount(models.Model):
+    """One signed change (or a folded sum of them) to a count `/metrics` reports: written by
+    database triggers in the transaction that changed the counted row, summed at scrape
+    (control.rollup). `label_a` and `label_b` mean what the metric's owner says."""
+
+    metric = models.CharField(max_length=64)
+    label_a = models.CharField(max_length=64, blank=True)
+    label_b = models.CharField(max_length=64, blank=True)
+    value = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.metric}{{{self.label_a},{self.label_b}}} {self.value:+d}"

@@ -1,20 +1,24 @@
-"""The reconciliation app's numbers for `/metrics`: cases by status and resolution."""
+"""The reconciliation app's numbers for `/metrics`: cases by status and resolution.
+
+The counts come from the rollup (control.rollup, declared in
+reconciliation/migrations/0002_metric_rollup.py); the oldest unresolved case is read from
+the unresolved cases alone, through the partial index of case_one_unresolved_per_action.
+"""
 
 from __future__ import annotations
 
-from django.db.models import Count, Min
+from django.db.models import Min, Q
 
 from control.prometheus import Metric, seconds_since
+from control.rollup import Totals
 from reconciliation.models import ReconciliationCase
 
 
-def case_metrics() -> list[Metric]:
-    """Query 3: reconciliation cases by status and resolution."""
-    rows = (
-        ReconciliationCase.objects.values("status", "resolution")
-        .order_by("status", "resolution")
-        .annotate(total=Count("pk"), oldest=Min("opened_at"))
-    )
+def case_metrics(totals: Totals) -> list[Metric]:
+    """Cases by status and resolution; query 7: the oldest unresolved one."""
+    oldest_opened = ReconciliationCase.objects.filter(
+        ~Q(status=ReconciliationCase.Status.RESOLVED)
+    ).aggregate(oldest=Min("opened_at"))["oldest"]
     outcomes = Metric(
         "reconciliation_outcomes_total", "counter", "Resolved reconciliation cases by outcome."
     )
@@ -22,12 +26,10 @@ def case_metrics() -> list[Metric]:
     oldest = Metric(
         "reconciliation_oldest_open_age_seconds", "gauge", "Age of the oldest unresolved case."
     )
-    oldest_open = 0.0
-    for row in rows:
-        if row["status"] == ReconciliationCase.Status.RESOLVED:
-            outcomes.add(row["total"], resolution=row["resolution"])
+    for status, resolution, total in totals.rows("reconciliation_cases"):
+        if status == ReconciliationCase.Status.RESOLVED:
+            outcomes.add(total, resolution=resolution)
         else:
-            open_cases.add(row["total"], status=row["status"])
-            oldest_open = max(oldest_open, seconds_since(row["oldest"]))
-    oldest.add(oldest_open)
+            open_cases.add(total, status=status)
+    oldest.add(seconds_since(oldest_opened))
     return [outcomes, open_cases, oldest]

@@ -1,32 +1,36 @@
 """The runs app's numbers for `/metrics`: intents, approval latency, attempts, takeovers,
-suppressed duplicates and the outbox. A fixed handful of aggregate queries at any size."""
+suppressed duplicates and the outbox.
+
+Counts come from the rollup (control.rollup; what this app's rows count for is declared in
+runs/migrations/0013_metric_rollup.py); the rest reads only backlogs through partial
+indexes: live approval requests, unknown outcomes, sends in progress, the undelivered
+outbox. No query here grows with history.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.db.models import Count, F, Min
 from django.db.models.functions import Now
 
 from control.counters import WORKER_EVENTS
 from control.prometheus import Metric, format_number, seconds_since
-from runs.models import Action, Approval, Attempt, OutboxMessage, Receipt
+from control.rollup import Totals
+from runs.models import Action, Attempt, OutboxMessage, Receipt
 
 # Seconds from proposal to decision.
 APPROVAL_BUCKETS = (10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 
 
-def action_metrics() -> list[Metric]:
-    """Query 1: every action by tool and status, with what the gauges need."""
-    rows = (
-        Action.objects.values("tool", "status")
-        .order_by("tool", "status")
-        .annotate(
-            total=Count("pk"),
-            live=Count("pk", filter=Q(status=Action.Status.WAITING_APPROVAL, expires_at__gt=Now())),
-            oldest=Min("updated_at"),
-        )
+def action_metrics(totals: Totals) -> list[Metric]:
+    """Intents by tool and status from the rollup; live requests (query 3) and the oldest
+    unknown outcome (query 4) from the rows still waiting or in doubt."""
+    waiting = Action.objects.filter(status=Action.Status.WAITING_APPROVAL)
+    live = dict(
+        waiting.filter(expires_at__gt=Now()).values_list("tool").annotate(total=Count("pk"))
     )
+    oldest_uncertain = Action.objects.filter(status=Action.Status.UNCERTAIN).aggregate(
+        oldest=Min("updated_at")
+    )["oldest"]
     pending = Metric("pending_approvals", "gauge", "Intents waiting for a decision, not expired.")
     expiries = Metric(
         "approval_expiries_total", "counter", "Requests that expired before a decision."
@@ -36,61 +40,53 @@ def action_metrics() -> list[Metric]:
     )
     oldest = Metric("uncertain_oldest_age_seconds", "gauge", "Age of the oldest unknown outcome.")
     by_status = Metric("actions", "gauge", "Intents by tool and status.")
-    oldest_uncertain: dict[str, float] = {}
-    for row in rows:
-        tool, status = row["tool"], row["status"]
-        by_status.add(row["total"], tool=tool, status=status)
+    for tool, status, total in totals.rows("actions"):
+        by_status.add(total, tool=tool, status=status)
         if status == Action.Status.WAITING_APPROVAL:
-            pending.add(row["live"], tool=tool)
+            pending.add(live.get(tool, 0), tool=tool)
         elif status == Action.Status.EXPIRED:
-            expiries.add(row["total"], tool=tool)
+            expiries.add(total, tool=tool)
         elif status == Action.Status.UNCERTAIN:
-            uncertain.add(row["total"], tool=tool)
-            oldest_uncertain[tool] = seconds_since(row["oldest"])
-    oldest.add(max(oldest_uncertain.values(), default=0.0))
+            uncertain.add(total, tool=tool)
+    oldest.add(seconds_since(oldest_uncertain))
     return [pending, expiries, uncertain, oldest, by_status]
 
 
-def approval_latency_metric() -> Metric:
-    """Query 2: the histogram of time from proposal to decision, over every decision."""
-    latency = ExpressionWrapper(F("created_at") - F("action__created_at"), DurationField())
-    buckets = {
-        f"le_{index}": Count("pk", filter=Q(latency__lte=timedelta(seconds=bound)))
-        for index, bound in enumerate(APPROVAL_BUCKETS)
-    }
-    totals = Approval.objects.annotate(latency=latency).aggregate(
-        total=Count("pk"), sum=Sum("latency"), **buckets
-    )
+def approval_latency_metric(totals: Totals) -> Metric:
+    """The histogram of time from proposal to decision, over every decision: the rollup
+    keeps each decision's bucket and the sum of their latencies in microseconds."""
+    in_bucket = {label: total for label, _, total in totals.rows("approval_latency_bucket")}
+    summed = sum(total for _, _, total in totals.rows("approval_latency_sum"))
     metric = Metric(
         "approval_latency_seconds", "histogram", "Time from an intent's proposal to a decision."
     )
-    for index, bound in enumerate(APPROVAL_BUCKETS):
-        metric.add(totals[f"le_{index}"], "_bucket", le=format_number(bound))
-    metric.add(totals["total"], "_bucket", le="+Inf")
-    metric.add((totals["sum"] or timedelta()).total_seconds(), "_sum")
-    metric.add(totals["total"], "_count")
+    cumulative = 0
+    for bound in APPROVAL_BUCKETS:
+        cumulative += in_bucket.get(format_number(bound), 0)
+        metric.add(cumulative, "_bucket", le=format_number(bound))
+    count = sum(in_bucket.values())
+    metric.add(count, "_bucket", le="+Inf")
+    metric.add(summed / 10**6, "_sum")
+    metric.add(count, "_count")
     return metric
 
 
-# An attempt left in `sending` whose worker never recorded its outcome, settled (or found
-# uncertain) by another worker that took the run's expired lease over.
-_STOLEN = Q(status=Attempt.Status.SETTLED_BY_QUERY, error_class="") | Q(
-    error_class="crash_after_send"
-)
+def _stolen(status: str, error_class: str) -> bool:
+    """An attempt left in `sending` whose worker never recorded its outcome, settled (or
+    found uncertain) by another worker that took the run's expired lease over."""
+    return (
+        status == Attempt.Status.SETTLED_BY_QUERY and not error_class
+    ) or error_class == "crash_after_send"
 
 
-def attempt_metrics() -> list[Metric]:
-    """Query 4: attempts by outcome and error class; query 5: takeovers still in progress."""
-    rows = (
-        Attempt.objects.values("status", "error_class")
-        .order_by("status", "error_class")
-        .annotate(total=Count("pk"), stolen=Count("pk", filter=_STOLEN))
-    )
+def attempt_metrics(totals: Totals) -> list[Metric]:
+    """Attempts by outcome and error class from the rollup; query 5: takeovers still in
+    progress (sends whose lease moved on), over the attempts in `sending` only."""
     attempts = Metric("attempts_total", "counter", "Tool calls by outcome and error class.")
     stolen = 0
-    for row in rows:
-        attempts.add(row["total"], status=row["status"], error_class=row["error_class"] or "none")
-        stolen += row["stolen"]
+    for status, error_class, total in totals.rows("attempts"):
+        attempts.add(total, status=status, error_class=error_class or "none")
+        stolen += total if _stolen(status, error_class) else 0
     stolen += Attempt.objects.filter(
         status=Attempt.Status.SENDING, lease_version__lt=F("action__run__lease__lease_version")
     ).count()
@@ -102,9 +98,9 @@ def attempt_metrics() -> list[Metric]:
     return [attempts, steals]
 
 
-def suppression_and_outbox_metrics(worker_events: dict[str, int]) -> list[Metric]:
-    """Query 6: receipts by source; query 7: the outbox's undelivered backlog."""
-    by_source = dict(Receipt.objects.values_list("source").annotate(total=Count("pk")))
+def suppression_and_outbox_metrics(totals: Totals, worker_events: dict[str, int]) -> list[Metric]:
+    """Receipts by source from the rollup; query 6: the outbox's undelivered backlog."""
+    by_source = {source: total for source, _, total in totals.rows("receipts")}
     suppressed = Metric(
         "duplicate_suppressions_total",
         "counter",

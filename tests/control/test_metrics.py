@@ -19,7 +19,7 @@ from tests.factories import approve, make_action, make_run, make_tenant, make_us
 
 pytestmark = pytest.mark.django_db
 TOKEN = "a-long-random-metrics-token"
-SCRAPE_QUERIES = 7
+SCRAPE_QUERIES = 6
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The sweep: re-drives work from PostgreSQL (outbox, expiries, due and orphaned actions,
-missing reconciliation cases), and purges expired idempotency keys and summarizes old failed
-logins into the audit chain. `--loop` repeats until SIGTERM or Ctrl-C."""
+missing reconciliation cases), purges expired idempotency keys, summarizes old failed logins
+into the audit chain, and folds the metrics' appended counts (control.rollup). `--loop`
+repeats until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.db import close_old_connections
 
 from control.api_idempotency import purge_expired
 from control.auth import login_failures_summarize
+from control.rollup import fold
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import open_missing_cases
 from runs.execution.sweep import sweep_once
@@ -58,6 +60,7 @@ class Command(BaseCommand):
         probed = probe_due_cases()
         purged = purge_expired()
         failed_logins = login_failures_summarize()
+        fold()
         if verbosity > 1 or (verbosity and not loop):
             self.stdout.write(
                 f"relayed {report.relayed}, expired {report.expired}, stopped "
