@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import logging
 
-import django_rq
-from django.conf import settings
 from redis.exceptions import RedisError
+
+from control.queues import execution_connection
 
 logger = logging.getLogger(__name__)
 REDIS_COUNTERS = "countersign:metrics"
@@ -23,7 +23,7 @@ def count_event(name: str, amount: int = 1) -> None:
     if name not in WORKER_EVENTS:
         raise ValueError(f"unknown worker event {name!r}")
     try:
-        django_rq.get_connection(settings.RQ_EXECUTION_QUEUE).hincrby(REDIS_COUNTERS, name, amount)
+        execution_connection().hincrby(REDIS_COUNTERS, name, amount)
     except RedisError as error:
         logger.info("metric %s not counted: %s", name, error)
 
@@ -31,7 +31,7 @@ def count_event(name: str, amount: int = 1) -> None:
 def worker_event_counts() -> tuple[dict[str, int], bool]:
     """Every worker event's count, and whether Redis answered (a scrape reports both)."""
     try:
-        raw = django_rq.get_connection(settings.RQ_EXECUTION_QUEUE).hgetall(REDIS_COUNTERS)
+        raw = execution_connection().hgetall(REDIS_COUNTERS)
     except RedisError as error:
         logger.warning("metrics: Redis unreachable: %s", error)
         return {}, False

@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 import uuid
 
-import django_rq
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Now
@@ -28,6 +26,7 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.job import Job
 
+from control.queues import execution_queue
 from runs.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ def deliver_after_commit(message_id: int) -> None:
 
 def relay(messages) -> int:
     """Enqueues undelivered messages; returns how many were handed to RQ."""
-    queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+    queue = execution_queue()
     due = Q(relay_after__isnull=True) | Q(relay_after__lte=Now())
     pending = messages.filter(due, delivered_at__isnull=True)
     try:
@@ -109,7 +108,7 @@ def drain_ensure_queued(queue: Queue | None = None) -> bool:
     Whatever is due when this returns will be claimed by that job, or by a drain running
     now. Two callers at once may both queue one: the second job finds little or nothing,
     which is harmless. Raises RedisError when Redis does not answer (nothing is promised)."""
-    queue = queue or django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+    queue = queue or execution_queue()
     key = WAITING_DRAIN_KEY.format(queue=queue.name)
     waiting = queue.connection.get(key)
     if waiting is not None and _waiting_in(queue, waiting.decode()):
