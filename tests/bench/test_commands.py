@@ -267,6 +267,9 @@ def test_the_bench_measures_writes_with_seeded_history_against_the_empty_table_a
     assert "approved writes/s, 1 worker(s)  " in table, table
     assert "approved writes/s, 1 worker(s), 200 history" in table, table
     assert "writes/s with 200 history / empty, 1 worker(s)" in table, table
+    for claim in ("ready claim, median", "orphaned claim, median"):
+        assert f"{claim}  " in table, table
+        assert f"{claim}, 200 history" in table, table
     (seeded,) = [line for line in table.splitlines() if line.startswith("history seeded")]
     assert " 200 actions " in seeded, seeded
     # The sizes measured at: the first writes tenant's 6 writes are in the table, then the

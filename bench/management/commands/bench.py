@@ -19,7 +19,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from bench import dispatch, history, measure
+from bench import claims, dispatch, history, measure
 from bench.long_run import measure_long_run
 from bench.report import Figure, as_json, table
 from control.models import Tenant
@@ -228,9 +228,11 @@ class Command(BaseCommand):
         sections after this one measure the tables as the bench found them."""
         count = options["history"]
         before = history.actions_in_table()
+        self._claims(figures, say, options["verbosity"], label="")
         say(f"seeding {count:,} settled writes of history ...")
         seeded = history.history_seed(count=count)
         try:
+            self._claims(figures, say, options["verbosity"], label=f", {count:,} history")
             label = f", {count:,} history"
             loaded = self._writes(options, worker_counts, figures, say, label=label)
         finally:
@@ -252,6 +254,23 @@ class Command(BaseCommand):
             (">=", 0.9),
             note=lambda n: f"{loaded[n].per_second:.1f} / {empty[n].per_second:.1f} /s",
         )
+
+    def _claims(self, figures, say, verbosity: int, *, label: str) -> None:
+        """The worker's two claim queries at the table's current size: median time, and
+        their plans at verbosity 2."""
+        size = history.actions_in_table()
+        if verbosity >= 2:
+            say(f"claim queries at {size:,} actions:\n{claims.explain_claims()}")
+        for name, milliseconds in claims.claim_milliseconds().items():
+            figures.append(
+                Figure(
+                    f"{name} claim, median{label}",
+                    milliseconds,
+                    "ms",
+                    note=f"50 claims of {claims.BATCH}, one transaction each; "
+                    f"{size:,} actions in the table",
+                )
+            )
 
     def _long_run(self, options, figures, say) -> None:
         reads, writes = options["long_run_reads"], options["long_run_writes"]
