@@ -266,6 +266,7 @@ def test_the_bench_measures_writes_with_seeded_history_against_the_empty_table_a
     table = out.getvalue()
     assert "approved writes/s, 1 worker(s)  " in table, table
     assert "approved writes/s, 1 worker(s), 200 history" in table, table
+    assert "approved writes/s, 1 worker(s), history removed" in table, table
     assert "writes/s with 200 history / empty, 1 worker(s)" in table, table
     for claim in ("ready claim, median", "orphaned claim, median"):
         assert f"{claim}  " in table, table
@@ -276,11 +277,13 @@ def test_the_bench_measures_writes_with_seeded_history_against_the_empty_table_a
     # history's 200 copies and their template too.
     assert "; 0 actions in the table at the start" in table, table
     assert "; 207 actions in the table at the start" in table, table
-    # Removed afterwards: only the template (it has a receipt) and the writes stay behind.
+    # Removed before the last measurement: the template (it has a receipt) and the three
+    # measurements' writes stay behind.
+    assert "; 13 actions in the table at the start" in table, table
     (history,) = Tenant.objects.filter(name__startswith="bench-history-")
     assert Action.objects.filter(tenant=history).count() == 1
     assert Run.objects.filter(tenant=history).count() == 1
-    assert Action.objects.filter(status="succeeded").count() == 6 + 1 + 6
+    assert Action.objects.filter(status="succeeded").count() == 6 + 1 + 6 + 6
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
