@@ -250,7 +250,7 @@ def _checkpoint_state(run: Run, action: Action | None, approval: Approval | None
     )
 
 
-def _copy_fields(model: type[models.Model]) -> list[models.Field]:
+def copy_fields(model: type[models.Model]) -> list[models.Field]:
     return [
         f
         for f in model._meta.concrete_fields
@@ -260,7 +260,7 @@ def _copy_fields(model: type[models.Model]) -> list[models.Field]:
 
 def copy_rows(model: type[models.Model], objects: Iterable[models.Model]) -> int:
     """COPYs unsaved model instances into the model's table; returns the row count."""
-    fields = _copy_fields(model)
+    fields = copy_fields(model)
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     table = connection.ops.quote_name(model._meta.db_table)
     count = 0

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from control.audit import audit_record
@@ -64,10 +64,9 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
         # actions whose run another drain holds are passed over, not tried: the oldest
         # `batch` of the queue are often exactly the ones a busy drain just claimed, and a
         # claim that tried only those would come back empty while more work waits behind.
-        ready = ready_actions().filter(_lease_free).order_by("next_attempt_at")
-        candidates = _locked(ready, batch)
+        candidates = list(claiming(ready_to_claim(), batch))
         if len(candidates) < batch:
-            candidates += _locked(orphaned_actions(), batch - len(candidates))
+            candidates += claiming(orphaned_actions(), batch - len(candidates))
         for action_pk, run_id in candidates:
             try:
                 claims.append((action_pk, lease_claim(run_id=run_id, owner=worker)))
@@ -76,11 +75,16 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
     return claims
 
 
-def _locked(actions, limit: int) -> list[tuple]:
-    """(pk, run_id) of up to limit of these actions, locked; rows another worker holds are
-    skipped, never waited for."""
+def ready_to_claim() -> QuerySet[Action]:
+    """The ready queue as claim_ready reads it: due, its run's lease free, oldest first."""
+    return ready_actions().filter(_lease_free).order_by("next_attempt_at")
+
+
+def claiming(actions: QuerySet[Action], limit: int) -> QuerySet:
+    """(pk, run_id) of up to limit of these actions, locked when read (inside a transaction);
+    rows another worker holds are skipped, never waited for."""
     locking = actions.select_for_update(skip_locked=True, of=("self",))
-    return list(locking.values_list("pk", "run_id")[:limit])
+    return locking.values_list("pk", "run_id")[:limit]
 
 
 def drain(

@@ -249,6 +249,44 @@ def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noo
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+def test_the_bench_measures_writes_with_seeded_history_against_the_empty_table_and_removes_it(
+    redis_queue, noop_tool
+):
+    out = io.StringIO()
+    call_command(
+        "bench",
+        writes=6,
+        workers="1",
+        history=200,
+        skip="rq,dbos,ceiling,commits,latency,pages,rss,long_run",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+
+    table = out.getvalue()
+    assert "approved writes/s, 1 worker(s)  " in table, table
+    assert "approved writes/s, 1 worker(s), 200 history" in table, table
+    assert "approved writes/s, 1 worker(s), history removed" in table, table
+    assert "writes/s with 200 history / empty, 1 worker(s)" in table, table
+    for claim in ("ready claim, median", "orphaned claim, median"):
+        assert f"{claim}  " in table, table
+        assert f"{claim}, 200 history" in table, table
+    (seeded,) = [line for line in table.splitlines() if line.startswith("history seeded")]
+    assert " 200 actions " in seeded, seeded
+    # The sizes measured at: the first writes tenant's 6 writes are in the table, then the
+    # history's 200 copies and their template too.
+    assert "; 0 actions in the table at the start" in table, table
+    assert "; 207 actions in the table at the start" in table, table
+    # Removed before the last measurement: the template (it has a receipt) and the three
+    # measurements' writes stay behind.
+    assert "; 13 actions in the table at the start" in table, table
+    (history,) = Tenant.objects.filter(name__startswith="bench-history-")
+    assert Action.objects.filter(tenant=history).count() == 1
+    assert Run.objects.filter(tenant=history).count() == 1
+    assert Action.objects.filter(status="succeeded").count() == 6 + 1 + 6 + 6
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 def test_the_soak_finds_no_violation_with_a_few_runs_kills_and_a_redis_flush(sandbox, redis_queue):
     out = io.StringIO()
     call_command(

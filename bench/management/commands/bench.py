@@ -16,16 +16,38 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
+from dataclasses import dataclass
 
 from django.core.management.base import BaseCommand, CommandError
 
-from bench import dispatch, measure
+from bench import claims, dispatch, history, measure
 from bench.long_run import measure_long_run
 from bench.report import Figure, as_json, table
 from control.models import Tenant
 
 SECTIONS = ("writes", "rq", "dbos", "ceiling", "commits", "latency", "pages", "rss", "long_run")
 MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Rate:
+    per_second: float
+
+
+def ratios(name: str, over: dict, under: dict, target, note=None) -> list[Figure]:
+    """over / under (each a result with a per_second) for every worker or process count both
+    measured, named by `name` with {n}; the target applies to the largest count."""
+    counts = sorted(set(over) & set(under))
+    return [
+        Figure(
+            name.format(n=n),
+            over[n].per_second / under[n].per_second,
+            "x",
+            target if n == counts[-1] else None,
+            note(n) if note else "",
+        )
+        for n in counts
+    ]
 
 
 class Command(BaseCommand):
@@ -52,6 +74,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--long-run-reads", type=int, default=5_000)
         parser.add_argument("--long-run-writes", type=int, default=1_000)
+        parser.add_argument(
+            "--history",
+            type=int,
+            default=0,
+            help="also measure the writes section with this many settled writes seeded in "
+            "the tables (removed afterwards), e.g. 1000000",
+        )
         parser.add_argument("--skip", default="", help=f"comma-separated: {', '.join(SECTIONS)}")
         parser.add_argument("--json", dest="json_path", help="also write the figures here")
 
@@ -86,34 +115,12 @@ class Command(BaseCommand):
             ceiling = measure.measure_commit_ceiling(count=options["ceiling_commits"])
             figures.append(Figure("single-row commits/s, 1 process", ceiling, "/s"))
         if "writes" not in skip:
-            for workers in worker_counts:
-                say(f"approved writes, {workers} worker(s) ...")
-                result = dispatch.measure_writes(count=options["writes"], workers=workers)
-                if result.succeeded != result.actions:
-                    raise CommandError(f"{result.succeeded} of {result.actions} writes succeeded")
-                writes[workers] = result
-                figures.append(
-                    Figure(
-                        f"approved writes/s, {workers} worker(s)",
-                        result.per_second,
-                        "/s",
-                        (">=", 1000) if workers == max(worker_counts) else None,
-                        f"sustained: {result.actions} writes and {result.jobs.jobs} jobs in "
-                        f"{result.seconds:.1f}s; {result.per_second_to_last_receipt:.0f}/s "
-                        "to the last receipt",
-                    )
-                )
-                figures.append(
-                    Figure(
-                        f"empty jobs per write, {workers} worker(s)",
-                        result.jobs.empty / result.actions,
-                        "",
-                        note=f"{result.jobs.empty} of {result.jobs.jobs} jobs found nothing",
-                    )
-                )
+            writes = self._writes(options, worker_counts, figures, say)
             last = writes[max(worker_counts)]
             figures.append(Figure("worker RSS (max)", max(last.worker_rss) / MB, "MB", ("<", 150)))
             figures.append(Figure("worker peak RSS (max)", max(last.worker_peak_rss) / MB, "MB"))
+            if options["history"]:
+                self._writes_with_history(options, worker_counts, writes, figures, say)
         if "rq" not in skip:
             for workers in worker_counts:
                 say(f"bare RQ no-op jobs, {workers} worker(s) ...")
@@ -137,25 +144,8 @@ class Command(BaseCommand):
                         "/s",
                     )
                 )
-        for workers in worker_counts:
-            if workers in writes and workers in rq:
-                figures.append(
-                    Figure(
-                        f"writes / bare RQ jobs, {workers} worker(s)",
-                        writes[workers].per_second / rq[workers].per_second,
-                        "x",
-                        (">=", 3) if workers == max(worker_counts) else None,
-                    )
-                )
-            if workers in writes and workers in dbos:
-                figures.append(
-                    Figure(
-                        f"writes / DBOS workflows, {workers} process(es)",
-                        writes[workers].per_second / dbos[workers].per_second,
-                        "x",
-                        (">=", 1) if workers == max(worker_counts) else None,
-                    )
-                )
+        figures += ratios("writes / bare RQ jobs, {n} worker(s)", writes, rq, (">=", 3))
+        figures += ratios("writes / DBOS workflows, {n} process(es)", writes, dbos, (">=", 1))
         if "commits" not in skip:
             say("commits per action ...")
             commits = measure.measure_commits_per_action(count=options["commit_sample"])
@@ -206,6 +196,93 @@ class Command(BaseCommand):
             figures.append(Figure("web process RSS", rss / MB, "MB", note="runserver --noreload"))
         if "long_run" not in skip:
             self._long_run(options, figures, say)
+
+    def _writes(self, options, worker_counts, figures, say, *, label: str = "") -> dict:
+        """Sustained approved writes/s for each worker count, at the table's current size."""
+        writes = {}
+        for workers in worker_counts:
+            size = history.actions_in_table()
+            say(f"approved writes, {workers} worker(s), {size:,} actions in the table ...")
+            result = dispatch.measure_writes(count=options["writes"], workers=workers)
+            if result.succeeded != result.actions:
+                raise CommandError(f"{result.succeeded} of {result.actions} writes succeeded")
+            writes[workers] = result
+            figures.append(
+                Figure(
+                    f"approved writes/s, {workers} worker(s){label}",
+                    result.per_second,
+                    "/s",
+                    (">=", 1000) if workers == max(worker_counts) else None,
+                    f"sustained: {result.actions} writes and {result.jobs.jobs} jobs in "
+                    f"{result.seconds:.1f}s; {result.per_second_to_last_receipt:.0f}/s "
+                    f"to the last receipt; {size:,} actions in the table at the start",
+                )
+            )
+            figures.append(
+                Figure(
+                    f"empty jobs per write, {workers} worker(s){label}",
+                    result.jobs.empty / result.actions,
+                    "",
+                    note=f"{result.jobs.empty} of {result.jobs.jobs} jobs found nothing",
+                )
+            )
+        return writes
+
+    def _writes_with_history(self, options, worker_counts, empty, figures, say) -> None:
+        """The writes section again with N settled writes seeded (bench/history.py), then once
+        more after they are removed: the figure with history is set against the mean of the
+        two without, so a machine whose load drifts over the minutes between does not pass
+        for the history's cost. The sections after this one measure the tables as found."""
+        count = options["history"]
+        label = f", {count:,} history"
+        before = history.actions_in_table()
+        self._claims(figures, say, options["verbosity"], label="")
+        say(f"seeding {count:,} settled writes of history ...")
+        seeded = history.history_seed(count=count)
+        try:
+            self._claims(figures, say, options["verbosity"], label=label)
+            loaded = self._writes(options, worker_counts, figures, say, label=label)
+        finally:
+            say(f"removing the {count:,} settled writes of history ...")
+            removed = history.history_remove(seeded)
+        figures.append(
+            Figure(
+                "history seeded",
+                seeded.actions,
+                "actions",
+                note=f"in {seeded.seconds:.0f}s, VACUUM ANALYZE included; removed after the "
+                f"section in {removed:.0f}s; {before:,} actions in the table before",
+            )
+        )
+        again = self._writes(options, worker_counts, figures, say, label=", history removed")
+        without = {n: Rate((empty[n].per_second + again[n].per_second) / 2) for n in worker_counts}
+        figures += ratios(
+            f"writes/s with {count:,} history / empty, {{n}} worker(s)",
+            loaded,
+            without,
+            (">=", 0.9),
+            note=lambda n: (
+                f"{loaded[n].per_second:.1f} / {without[n].per_second:.1f} /s, the "
+                f"mean of {empty[n].per_second:.1f} before and {again[n].per_second:.1f} after"
+            ),
+        )
+
+    def _claims(self, figures, say, verbosity: int, *, label: str) -> None:
+        """The worker's two claim queries at the table's current size: median time, and
+        their plans at verbosity 2."""
+        size = history.actions_in_table()
+        if verbosity >= 2:
+            say(f"claim queries at {size:,} actions:\n{claims.explain_claims()}")
+        for name, milliseconds in claims.claim_milliseconds().items():
+            figures.append(
+                Figure(
+                    f"{name} claim, median{label}",
+                    milliseconds,
+                    "ms",
+                    note=f"50 claims of {claims.BATCH}, one transaction each; "
+                    f"{size:,} actions in the table",
+                )
+            )
 
     def _long_run(self, options, figures, say) -> None:
         reads, writes = options["long_run_reads"], options["long_run_writes"]

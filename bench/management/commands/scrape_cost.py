@@ -1,6 +1,6 @@
 """Measures `/metrics` at volume: `python manage.py scrape_cost --seed 1000000`.
 
-Seeds a throwaway tenant with a long history of settled intents (bench.history) when asked,
+Seeds a throwaway tenant with a long history of settled intents (bench.scrape_history) when asked,
 then prints the median of `--times` scrapes (`collect()`, every query of one) and the mean
 cost of one status change in its own transaction. Not for production databases.
 """
@@ -11,7 +11,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from bench.history import median, scrape_milliseconds, seed_history, transition_microseconds
+from bench.scrape_history import median, scrape_milliseconds, seed_history, transition_microseconds
 from control.models import Tenant
 from runs.models import Action
 

@@ -1,11 +1,11 @@
-"""bench.history: the long history scrape_cost measures /metrics over, and its status-change
+"""bench.scrape_history: the long history scrape_cost measures /metrics over, and its status-change
 measure, which leaves the rollup equal to a fresh count with triggers on or off."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.history import scrape_milliseconds, seed_history, transition_microseconds
+from bench.scrape_history import scrape_milliseconds, seed_history, transition_microseconds
 from runs.models import Action, Approval, Attempt, Receipt
 from tests.control.test_rollup import fresh_counts, rollup_counts
 
