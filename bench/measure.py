@@ -19,7 +19,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import django_rq
 import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -36,6 +35,7 @@ from bench.commits import counting_transactions
 from bench.processes import Children, database_url, rss_bytes, wait_for
 from bench.tools import BenchNoop
 from control.models import Tenant
+from control.queues import execution_queue
 from control.services import member_add, tenant_create
 from runs.execution.worker import drain
 from runs.models import OPEN_ACTION_STATUSES, Action, OutboxMessage
@@ -74,7 +74,7 @@ def make_bench_tenant(label: str) -> BenchTenant:
 
 
 def queue() -> Queue:
-    return django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
+    return execution_queue()
 
 
 def queue_idle() -> bool:

@@ -165,8 +165,8 @@ def decision_link(request: HttpRequest, token: str) -> HttpResponse:
     except LinkRefused as refused:
         return _refused(request, refused)
     signed_in = request.user.is_authenticated
-    tools = {tool for tool, _ in target.plan.tools} if target.plan else None
-    needs_login = not signed_in and not services.link_only_allowed(target.action, tools)
+    plan = target.plan.plan if target.plan else None
+    needs_login = not signed_in and not services.link_only_allowed(target.action, plan)
     if request.method == "GET":
         return _page(request, target, needs_login=needs_login)
     if needs_login:
@@ -198,7 +198,7 @@ def _decide(request, claims, target, *, signed_in: bool) -> HttpResponse:
         "reason": form.cleaned_data.get("full_reason", ""),
     }
     if target.plan is not None:
-        binding.update(plan=target.plan.plan, tools={tool for tool, _ in target.plan.tools})
+        binding["plan"] = target.plan.plan
     try:
         services.decide_by_link(**binding)
     except LinkUsed:

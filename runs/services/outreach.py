@@ -48,11 +48,11 @@ def approval_escalate(*, action: Action) -> bool:
     return True
 
 
-def link_only_allowed(action: Action, tools: set[str] | None = None) -> bool:
-    """May a link decide on this request (on a plan: on every one of its `tools`) without a
+def link_only_allowed(action: Action, plan: Plan | None = None) -> bool:
+    """May a link decide on this request (on a plan: on every tool of its items) without a
     logged-in session? Read from the tool policies now, so turning it off stops links
     already sent; one tool of a plan that asks for a session makes the plan ask for one."""
-    tools = tools or {action.tool}
+    tools = set(plan.items.values_list("tool", flat=True)) if plan else {action.tool}
     allowed = ToolPolicy.objects.filter(
         tenant_id=action.tenant_id, tool__in=tools, link_only_decisions=True
     )
@@ -88,12 +88,10 @@ def decide_by_link(
     seen_state_version: int,
     reason: str = "",
     plan: Plan | None = None,
-    tools: set[str] | None = None,
 ) -> None:
     """Records the decision a decision link's page confirmed, once per link: the link's use
     and the decision commit together, so a refused decision leaves the link unused. A link
-    that names a plan (`action` is then the item its mail was about, `tools` the plan's)
-    decides the whole plan, the version it names, through plan_decide; any other link the
+    that names a plan (`action` is then the item its mail was about) decides the whole plan, the version it names, through plan_decide; any other link the
     action, through approval_decide."""
     if str(action.pk) != claims.action_pk or approver.pk != claims.approver_pk:
         raise NotAllowed("this link was sent to someone else")
@@ -101,7 +99,7 @@ def decide_by_link(
         raise NotAllowed("this link names another plan")
     if claims.intent_digest != (plan.digest if plan else action.intent_digest):
         raise GrantMismatch("digest", "the link was sent for another version")
-    if not logged_in and not link_only_allowed(action, tools):
+    if not logged_in and not link_only_allowed(action, plan):
         raise NotAllowed("a tool's policy asks you to sign in before deciding")
     _link_use(claims, action, approver, decision, logged_in)
     binding = {

@@ -76,8 +76,8 @@ def test_opening_a_plan_link_shows_the_plan_and_decides_nothing(
     path = link_for(plan, olivia, mailoutbox)
 
     # the plan, its first items, one summary pass, the action and its approvals, the person,
-    # "used?", the tools' policies
-    with django_assert_num_queries(8):
+    # "used?", the plan's tools and their policies
+    with django_assert_num_queries(9):
         response = client.get(path)
 
     assert response.status_code == 200
