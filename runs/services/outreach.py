@@ -91,8 +91,9 @@ def decide_by_link(
 ) -> None:
     """Records the decision a decision link's page confirmed, once per link: the link's use
     and the decision commit together, so a refused decision leaves the link unused. A link
-    that names a plan (`action` is then the item its mail was about) decides the whole plan, the version it names, through plan_decide; any other link the
-    action, through approval_decide."""
+    that names a plan (`action` is then the item its mail was about) decides the whole plan,
+    the version it names, through plan_decide; any other link the action, through
+    approval_decide."""
     if str(action.pk) != claims.action_pk or approver.pk != claims.approver_pk:
         raise NotAllowed("this link was sent to someone else")
     if (str(plan.pk) if plan else None) != claims.plan_pk:

@@ -335,6 +335,11 @@ def plan_revise(
         base_event_seq=revised.base_event_seq,
         updated_at=Now(),
     )
+    # Numbered again from 0, in the same order: the sweep tells people about a plan through
+    # its item at position 0, which may be one of those dropped.
+    for position, item in enumerate(kept):
+        item.position = position
+    Action.objects.bulk_update(kept, ["position"])
     append_event(
         run,
         type="plan.revised",

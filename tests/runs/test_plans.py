@@ -10,6 +10,7 @@ import pytest
 from control.canonical import canonical_json, content_hash
 from reconciliation.services import case_resolve
 from runs.exceptions import GrantMismatch, IntentConflict, InvalidArguments, InvalidTransition
+from runs.execution.sweep import ONE_PER_REQUEST
 from runs.models import Action, Approval, OutboxMessage, Plan, ToolPolicy
 from runs.record.outbox import NOTIFY_JOB
 from runs.record.verification import run_verify
@@ -293,3 +294,23 @@ def test_a_revision_is_refused_after_a_decision_began_or_when_it_would_drop_ever
     with pytest.raises(InvalidTransition, match="already decided"):
         revise(everything[:1])
     assert Plan.objects.count() == 1
+
+
+def test_dropping_the_first_intent_leaves_the_new_version_a_first_one_to_tell_people_about():
+    tenant = make_tenant()
+    plan = proposed(tenant)
+    first = items(plan)[0]
+
+    revised = plan_revise(
+        plan=plan,
+        editor=make_user(tenant, "operator"),
+        drop=[str(first.pk)],
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+        reason="ops1 asked not to be told",
+    )
+
+    assert [(a.action_id, a.position) for a in items(revised)] == [("notify-2", 0), ("notify-3", 1)]
+    # The sweep warns and escalates once per plan, through its item at position 0.
+    told = Action.objects.filter(ONE_PER_REQUEST, plan=revised)
+    assert [a.action_id for a in told] == ["notify-2"]
