@@ -37,7 +37,7 @@ from bench.tools import BenchNoop
 from control.models import Tenant
 from control.queues import execution_queue
 from control.services import member_add, tenant_create
-from runs.execution.worker import drain
+from runs.execution.drain import drain
 from runs.models import OPEN_ACTION_STATUSES, Action, OutboxMessage
 from runs.record.outbox import relay
 from runs.tools.errors import UnsupportedTool

@@ -23,9 +23,10 @@ class BenchNoop(Tool):
     description = "Does nothing, once per key: Countersign's own path without a round trip."
     needs_approval = True
     dedupes_by_key = True
-    # With no external state there is nothing to query: an uncertain outcome (never raised
-    # here) would go to reconciliation like any other unqueryable tool's.
-    queryable_by_key = False
+    # Its effect is nothing, so "did the send under this key happen?" is always answered
+    # with the receipt the send would give: a worker killed mid-batch is settled by query
+    # with no person, as a ticket desk's would be, and the bench measures the batch path.
+    queryable_by_key = True
     effect_class = "idempotent"
     retry_after_uncertain_allowed = True
     target_schema: ClassVar[dict[str, Any]] = {"type": "string", "pattern": "^[a-z0-9-]{1,64}$"}
@@ -40,16 +41,12 @@ class BenchNoop(Tool):
 
     def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
         self.check_call(call)
-        seed = f"{call.idempotency_key}\n{call.intent_digest}".encode()
-        digest = hashlib.sha256(seed).hexdigest()
-        return ToolReceipt(
-            idempotency_key=call.idempotency_key,
-            intent_digest=call.intent_digest,
-            receipt_id=f"noop_{digest[:32]}",
-            target_version=None,
-            status="done",
-            raw_response_hash=f"sha256:{digest}",
-        )
+        return _receipt(call.idempotency_key, call.intent_digest)
+
+    def query(
+        self, idempotency_key: str, *, timeout: Timeout, intent_digest: str | None = None
+    ) -> ToolReceipt | None:
+        return _receipt(idempotency_key, intent_digest) if intent_digest else None
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "benchmark_only": True}
@@ -62,3 +59,16 @@ class BenchRead(BenchNoop):
     description = "Reads nothing: the no-op as a read, needing no approval."
     needs_approval = False
     effect_class = "read_only"
+
+
+def _receipt(idempotency_key: str, intent_digest: str) -> ToolReceipt:
+    """The no-op's receipt: a pure function of the key and the digest."""
+    digest = hashlib.sha256(f"{idempotency_key}\n{intent_digest}".encode()).hexdigest()
+    return ToolReceipt(
+        idempotency_key=idempotency_key,
+        intent_digest=intent_digest,
+        receipt_id=f"noop_{digest[:32]}",
+        target_version=None,
+        status="done",
+        raw_response_hash=f"sha256:{digest}",
+    )

@@ -27,3 +27,15 @@ def roles_of(user, tenant: Tenant) -> frozenset[str]:
 
 def has_any_role(user, tenant: Tenant, roles: Iterable[str]) -> bool:
     return bool(roles_of(user, tenant) & frozenset(roles))
+
+
+def roles_of_members(user_ids, tenant_ids) -> dict[tuple, frozenset[str]]:
+    """roles_of for many (user, tenant) pairs in one query: {(user id, tenant id): roles};
+    a pair without a membership, or an inactive user's, is absent (no role)."""
+    held: dict[tuple, set[str]] = {}
+    memberships = Membership.objects.filter(
+        user_id__in=user_ids, tenant_id__in=tenant_ids, user__is_active=True
+    ).values_list("user_id", "tenant_id", "role")
+    for user_id, tenant_id, role in memberships:
+        held.setdefault((user_id, tenant_id), set()).add(role)
+    return {pair: frozenset(roles) for pair, roles in held.items()}

@@ -6,7 +6,7 @@ import logging
 
 from redis.exceptions import RedisError
 
-from runs.execution.worker import drain
+from runs.execution.drain import drain
 from runs.record.outbox import drain_ensure_queued
 
 logger = logging.getLogger(__name__)

@@ -27,25 +27,29 @@ logger = logging.getLogger(__name__)
 
 
 @contextmanager
-def lease_kept(lease: LeaseToken) -> Iterator[None]:
-    """Renews lease every third of a term until the block ends."""
+def lease_kept(*leases: LeaseToken) -> Iterator[None]:
+    """Renews every one of `leases` every third of a term until the block ends (a batch's
+    calls go out one after another under one heartbeat)."""
     stop = threading.Event()
     interval = settings.COUNTERSIGN_LEASE_SECONDS / 3
+    kept = list(leases)
 
     def beat() -> None:
         try:
-            while not stop.wait(interval):
-                try:
-                    lease_renew(lease=lease)
-                except LeaseLost:
-                    return
-                except DatabaseError as error:
-                    # The next beat tries again; past the term, the lease is lost as it should be.
-                    logger.warning("renewing lease v%s failed: %s", lease.version, error)
+            while kept and not stop.wait(interval):
+                for lease in list(kept):
+                    try:
+                        lease_renew(lease=lease)
+                    except LeaseLost:
+                        kept.remove(lease)
+                    except DatabaseError as error:
+                        # The next beat tries again; past the term, the lease is lost as it
+                        # should be.
+                        logger.warning("renewing lease v%s failed: %s", lease.version, error)
         finally:
             connection.close()  # this thread's own connection
 
-    heart = threading.Thread(target=beat, name=f"lease-{lease.run_id}", daemon=True)
+    heart = threading.Thread(target=beat, name=f"lease-{leases[0].run_id}", daemon=True)
     heart.start()
     try:
         yield

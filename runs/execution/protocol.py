@@ -41,7 +41,7 @@ def load_action(action_pk) -> tuple[Action, Run]:
     return action, action.run
 
 
-def _phase_after_action(run: Run, action: Action) -> str:
+def phase_after_action(run: Run, action: Action) -> str:
     """The run's phase once `action` is settled. A run cancelled or stopped while its write
     was in flight keeps its terminal phase. A plan with items still to send goes on
     executing, and a job is queued for the next one (a person may have settled this one)."""
@@ -121,7 +121,7 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
         lease=lease,
         payload={"rule": error.rule, "detail": str(error)},
         changes={
-            "phase": _phase_after_action(run, action),
+            "phase": phase_after_action(run, action),
             "pending_work": without(run.pending_work, action.action_id),
         },
     )
@@ -210,7 +210,7 @@ def receipt_record(
             "target_version": receipt.target_version,
         },
         changes={
-            "phase": _phase_after_action(run, action),
+            "phase": phase_after_action(run, action),
             "pending_work": without(run.pending_work, action.action_id),
         },
         completed=action_entry(action),  # the receipt row is cached on the action

@@ -13,7 +13,6 @@ import os
 import random
 import socket
 import time
-from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -22,7 +21,7 @@ from django.db.models.functions import Now
 from control.audit import audit_record
 from control.canonical import canonical_json, content_hash
 from control.counters import count_event
-from runs.exceptions import CheckpointError, LeaseBusy, LeaseLost
+from runs.exceptions import CheckpointError, LeaseLost
 from runs.execution import protocol, recovery
 from runs.execution.faults import fault_point
 from runs.execution.heartbeat import lease_kept
@@ -34,7 +33,7 @@ from runs.record.checkpoints import (
 )
 from runs.record.events import LeaseToken, check_lease
 from runs.selectors import orphaned_actions, ready_actions
-from runs.services import lease_claim, lease_release, run_stop
+from runs.services import lease_release, leases_claim, run_stop
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall, ToolReceipt
 from runs.tools.registry import get_tool
@@ -57,7 +56,6 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
     """Claims up to `batch` actions that are due: approved, waiting for a retry, or left
     in flight by a worker whose lease expired. Rows are picked with SKIP LOCKED so two
     workers never contend for the same ones; the run's lease is the real claim."""
-    claims = []
     with transaction.atomic():
         # Two index-backed reads rather than one OR across the lease join, which no index
         # serves: the ready queue first, then what crashed workers left in flight. Ready
@@ -67,12 +65,11 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
         candidates = list(claiming(ready_to_claim(), batch))
         if len(candidates) < batch:
             candidates += claiming(orphaned_actions(), batch - len(candidates))
+        first_of_run: dict = {}  # run id -> its first candidate: one lease, one action
         for action_pk, run_id in candidates:
-            try:
-                claims.append((action_pk, lease_claim(run_id=run_id, owner=worker)))
-            except LeaseBusy:
-                continue
-    return claims
+            first_of_run.setdefault(str(run_id), action_pk)
+        taken = leases_claim(run_ids=list(first_of_run), owner=worker)
+    return [(pk, taken[run_id]) for run_id, pk in first_of_run.items() if run_id in taken]
 
 
 def ready_to_claim() -> QuerySet[Action]:
@@ -85,43 +82,6 @@ def claiming(actions: QuerySet[Action], limit: int) -> QuerySet:
     rows another worker holds are skipped, never waited for."""
     locking = actions.select_for_update(skip_locked=True, of=("self",))
     return locking.values_list("pk", "run_id")[:limit]
-
-
-def drain(
-    *,
-    worker: str | None = None,
-    limit: int = 200,
-    policy: RetryPolicy = DEFAULT_POLICY,
-    on_full_claim: Callable[[], object] | None = None,
-) -> int:
-    """Processes ready actions until none is due or `limit` is reached; returns the count.
-    `on_full_claim` is called whenever a claim comes back full (more may be due): the drain
-    job queues a helper there, so an idle worker shares a backlog, and so the work left when
-    the limit stops this drain has a job waiting for it."""
-    worker = worker or worker_name()
-    processed = 0
-    failures: list[Exception] = []
-    while processed < limit:
-        batch = min(20, limit - processed)
-        claims = claim_ready(worker=worker, batch=batch)
-        if not claims:
-            if processed == 0:
-                count_event("duplicate_jobs")  # delivered for work done or taken already
-            break
-        if on_full_claim is not None and len(claims) == batch:
-            on_full_claim()
-        for action_pk, lease in claims:
-            try:
-                process_action(action_pk=action_pk, lease=lease, worker=worker, policy=policy)
-            except Exception as error:
-                # One bad action never holds its batch-mates; the job still fails at the end.
-                logger.exception("worker %s: action %s raised", worker, action_pk)
-                failures.append(error)
-                lease_release(lease=lease)
-            processed += 1
-        if failures:
-            raise failures[0]
-    return processed
 
 
 def process_action(
@@ -221,40 +181,24 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     """Returns True when the lease was released with the receipt (one commit fewer)."""
     tool = get_tool(action.tool, action.contract_version)
     first = action.attempt_count == 0 and tool.can_be_satisfied()
-    if first and _already_satisfied(action, tool, lease, worker, policy):
+    if first and already_satisfied(action, tool, lease, worker, policy):
         return False
     fault_point("before_send", action_pk=action.pk)
     # The attempt's transaction also renews the lease: a full term for the call.
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=worker)
     if attempt is None:
         return False
-    fault_point("attempt_recorded", action_pk=action.pk)
-    # Fence before the call with a read, not a commit: a stale worker stops here.
-    check_lease(lease)
-    call = ToolCall(
-        tool=action.tool,
-        target=action.target,
-        args=action.args,
-        idempotency_key=action.idempotency_key,
-        intent_digest=action.intent_digest,
-    )
-    try:
-        with lease_kept(lease):
-            receipt = tool.execute(call, timeout=policy.call_timeout)
-    except tool_errors.ToolError as error:
-        if not tool.outcome_unknown_after(error):
-            _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
-            return False
-        recovery.attempt_unknown(
-            attempt_pk=attempt.pk,
-            lease=lease,
-            error_class=error.error_class,
-            detail=str(error),
-            worker=worker,
-        )
-        settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
+    with lease_kept(lease):
+        receipt = send(action, attempt, tool, lease=lease, worker=worker, policy=policy)
+    if receipt is None:
         return False
-    fault_point("after_send_before_receipt", action_pk=action.pk)
+    return record_response(action, attempt, receipt, lease=lease, worker=worker)
+
+
+def record_response(
+    action: Action, attempt: Attempt, receipt: ToolReceipt, *, lease: LeaseToken, worker: str
+) -> bool:
+    """Protocol step 4 for the tool's answer; the lease goes back with it (True)."""
     protocol.receipt_record(
         action_pk=action.pk,
         lease=lease,
@@ -268,7 +212,43 @@ def execute(*, action: Action, lease: LeaseToken, worker: str, policy: RetryPoli
     return True
 
 
-def _already_satisfied(
+def send(
+    action: Action, attempt: Attempt, tool, *, lease: LeaseToken, worker: str, policy: RetryPolicy
+) -> ToolReceipt | None:
+    """Protocol step 3 for a begun attempt, under the caller's heartbeat: the lease fence,
+    the call with the intent's key, and what an error means. The tool's receipt, to be
+    recorded by the caller; None when the outcome was recorded here (a failure, a retry
+    later, or an unknown outcome settled by key)."""
+    fault_point("attempt_recorded", action_pk=action.pk)
+    # Fence before the call with a read, not a commit: a stale worker stops here.
+    check_lease(lease)
+    call = ToolCall(
+        tool=action.tool,
+        target=action.target,
+        args=action.args,
+        idempotency_key=action.idempotency_key,
+        intent_digest=action.intent_digest,
+    )
+    try:
+        receipt = tool.execute(call, timeout=policy.call_timeout)
+    except tool_errors.ToolError as error:
+        if not tool.outcome_unknown_after(error):
+            _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
+            return None
+        recovery.attempt_unknown(
+            attempt_pk=attempt.pk,
+            lease=lease,
+            error_class=error.error_class,
+            detail=str(error),
+            worker=worker,
+        )
+        settle_unknown(action=action, lease=lease, worker=worker, policy=policy)
+        return None
+    fault_point("after_send_before_receipt", action_pk=action.pk)
+    return receipt
+
+
+def already_satisfied(
     action: Action, tool, lease: LeaseToken, worker: str, policy: RetryPolicy
 ) -> bool:
     """Where the target already is in the goal state, the read is the evidence: no write."""

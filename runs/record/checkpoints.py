@@ -176,10 +176,18 @@ def checkpoint_write(run: Run) -> Checkpoint:
     """Signs the run's current state; call inside the transaction that changed it. A service
     that calls another service may reach the same version twice in one transaction: the
     later, fuller state replaces the earlier one before anything is committed."""
-    key_id, body = sign_state(build_state(run))
-    # One INSERT ... ON CONFLICT DO UPDATE instead of SELECT FOR UPDATE + savepoint + INSERT.
-    (checkpoint,) = Checkpoint.objects.bulk_create(
-        [
+    (checkpoint,) = checkpoints_write([(run, build_state(run))])
+    return checkpoint
+
+
+def checkpoints_write(states: list[tuple[Run, dict]]) -> list[Checkpoint]:
+    """Signs each run's `state` (built by build_state or, from rows already in hand, by
+    state_document) at the run's current version: one INSERT ... ON CONFLICT DO UPDATE for
+    all of them, inside the transaction that changed the runs."""
+    rows = []
+    for run, state in states:
+        key_id, body = sign_state(state)
+        rows.append(
             Checkpoint(
                 run=run,
                 state_version=run.state_version,
@@ -187,12 +195,13 @@ def checkpoint_write(run: Run) -> Checkpoint:
                 key_id=key_id,
                 body=body,
             )
-        ],
+        )
+    return Checkpoint.objects.bulk_create(
+        rows,
         update_conflicts=True,
         unique_fields=["run", "state_version"],
         update_fields=["schema_version", "key_id", "body"],
     )
-    return checkpoint
 
 
 def _parse(text: str | bytes) -> dict:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import transaction
+from django.db.models import Case, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -106,13 +107,85 @@ def append_event(
     the event that records them; `completed`, the entry of a receipt this event records,
     is chained onto the run's completed digest in the same statement. Must run inside the
     caller's transaction."""
+    event, db_values = next_event(
+        run,
+        type=type,
+        actor=actor,
+        changes=changes,
+        action=action,
+        payload=payload,
+        completed=completed,
+    )
+    if lease is not None:
+        check_lease(lease)
+    expected = run.state_version
+    updated = Run.objects.filter(pk=run.pk, state_version=expected).update(
+        **db_values,
+        state_version=expected + 1,
+        last_event_seq=event.seq,
+        event_head_hash=event.hash,
+        updated_at=event.created_at,
+    )
+    if updated != 1:
+        raise StaleState(f"run {run.pk} changed since version {expected}")
+    _advanced(run, event, db_values)
+    event.save(force_insert=True)
+    return event
+
+
+def append_events(appends: list[tuple[Run, dict]]) -> list[RunEvent]:
+    """append_event for many runs, one event each (keyword arguments as append_event's,
+    without `lease`: the caller has checked and locked every lease): one compare-and-set
+    UPDATE of all the runs and one INSERT of all the events. StaleState when any run moved
+    since it was read; the caller's transaction must then keep nothing of the batch."""
+    if not appends:
+        return []
+    planned = [(run, *next_event(run, **spec)) for run, spec in appends]
+    fields = {"state_version", "last_event_seq", "event_head_hash", "updated_at"}
+    fields.update(*(db_values for _, _, db_values in planned))
+    expected = Q(pk__in=[])
+    for run, _, _ in planned:
+        expected |= Q(pk=run.pk, state_version=run.state_version)
+
+    def new_value(run: Run, event: RunEvent, db_values: dict, field: str):
+        return {
+            "state_version": run.state_version + 1,
+            "last_event_seq": event.seq,
+            "event_head_hash": event.hash,
+            "updated_at": event.created_at,
+        }.get(field, db_values.get(field, getattr(run, field)))
+
+    def per_run(field: str) -> Case:
+        output = Run._meta.get_field(field)
+        whens = [
+            When(pk=run.pk, then=Value(new_value(run, event, db_values, field), output))
+            for run, event, db_values in planned
+        ]
+        return Case(*whens, output_field=output)
+
+    updated = Run.objects.filter(expected).update(**{field: per_run(field) for field in fields})
+    if updated != len(planned):
+        raise StaleState(f"{len(planned) - updated} of {len(planned)} runs changed since read")
+    for run, event, db_values in planned:
+        _advanced(run, event, db_values)
+    return RunEvent.objects.bulk_create([event for _, event, _ in planned])
+
+
+def next_event(
+    run: Run,
+    *,
+    type: str,
+    actor: str,
+    changes: dict | None = None,
+    action: Action | None = None,
+    payload: dict | None = None,
+    completed: dict | None = None,
+) -> tuple[RunEvent, dict]:
+    """The run's next event, hashed onto its chain, and the run's column values it sets."""
     changes = {field: to_json_value(field, value) for field, value in (changes or {}).items()}
     unknown = set(changes) - set(REPLAYED_FIELDS)
     if unknown:
         raise ValueError(f"not replayed fields: {sorted(unknown)}")
-    if lease is not None:
-        check_lease(lease)
-    expected = run.state_version
     event = RunEvent(
         run=run,
         seq=run.last_event_seq + 1,
@@ -130,22 +203,17 @@ def append_event(
         db_values["completed_count"], db_values["completed_digest"] = completed_fold(
             [completed], count=run.completed_count, digest=run.completed_digest
         )
-    updated = Run.objects.filter(pk=run.pk, state_version=expected).update(
-        **db_values,
-        state_version=expected + 1,
-        last_event_seq=event.seq,
-        event_head_hash=event.hash,
-        updated_at=event.created_at,
-    )
-    if updated != 1:
-        raise StaleState(f"run {run.pk} changed since version {expected}")
+    return event, db_values
+
+
+def _advanced(run: Run, event: RunEvent, db_values: dict) -> None:
+    """The run object in hand, once its row holds `event`."""
     for field, value in db_values.items():
         setattr(run, field, value)
-    run.state_version = expected + 1
+    run.state_version += 1
     run.last_event_seq = event.seq
     run.event_head_hash = event.hash
-    event.save(force_insert=True)
-    return event
+    run.updated_at = event.created_at
 
 
 def replay(events) -> dict:

@@ -13,6 +13,8 @@ from runs.services.approvals import (
     approval_expire,
     approval_warn_expiring,
     grant_check,
+    grant_problem,
+    own_events_since_proposal,
     run_unchanged_since_proposal,
 )
 from runs.services.common import action_set_status, outbox_write, without
@@ -22,7 +24,14 @@ from runs.services.intents import (
     action_edit_and_approve,
     action_propose,
 )
-from runs.services.leases import lease_claim, lease_release, lease_renew
+from runs.services.leases import (
+    lease_claim,
+    lease_release,
+    lease_renew,
+    leases_claim,
+    leases_held,
+    leases_release,
+)
 from runs.services.ledger import ledger_export_record
 from runs.services.outreach import (
     approval_escalate,
@@ -67,13 +76,18 @@ __all__ = [
     "approval_warn_expiring",
     "decide_by_link",
     "grant_check",
+    "grant_problem",
     "lease_claim",
     "lease_release",
     "lease_renew",
+    "leases_claim",
+    "leases_held",
+    "leases_release",
     "ledger_export_record",
     "link_only_allowed",
     "observation_record",
     "outbox_write",
+    "own_events_since_proposal",
     "plan_decide",
     "plan_expire",
     "plan_propose",

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from control.audit import audit_record
 from control.clock import db_now
-from control.tenancy import APPROVER_ROLES, has_any_role
+from control.tenancy import APPROVER_ROLES, has_any_role, roles_of_members
 from runs import notifications
 from runs.exceptions import (
     GrantMismatch,
@@ -144,41 +144,64 @@ def grant_check(action: Action) -> None:
     if not action.needs_approval:
         return
     run = action.run
-    decisions = list(action.approvals.select_related("approver"))
+    decisions = list(action.approvals.all())
+    roles = roles_of_members([grant.approver_id for grant in decisions], [run.tenant_id])
+    problem = grant_problem(
+        action,
+        decisions,
+        roles=roles,
+        now=db_now(),
+        own_events=own_events_since_proposal(action).count(),
+    )
+    if problem is not None:
+        raise problem
+
+
+def own_events_since_proposal(action: Action):
+    """The run's events since the intent's base that are its own: its grants and attempts;
+    a plan's items share their base, so every event of the plan since then is its own."""
+    since = RunEvent.objects.filter(run_id=action.run_id, seq__gt=action.base_event_seq)
+    if action.plan_id is None:
+        return since.filter(action=action)
+    return since.filter(action__plan_id=action.plan_id)
+
+
+def grant_problem(
+    action: Action, decisions: list, *, roles: dict, now, own_events: int
+) -> GrantMismatch | None:
+    """The grant rules of DESIGN.md's protocol step 2 over rows already read; no queries.
+    `roles` is roles_of_members of the approvers; `own_events` counts
+    own_events_since_proposal. None when the grants bind exactly this intent now."""
+    if not action.needs_approval:
+        return None
     if any(d.decision != Approval.Decision.APPROVE for d in decisions):
-        raise GrantMismatch("decision", "the intent was rejected")
-    now = db_now()
+        return GrantMismatch("decision", "the intent was rejected")
     approvers = set()
     plan = action.plan
     for grant in decisions:
         if not grant.intent_digest or grant.intent_digest != action.intent_digest:
-            raise GrantMismatch("digest", "a grant is bound to another intent")
+            return GrantMismatch("digest", "a grant is bound to another intent")
         if plan is not None and (not grant.plan_digest or grant.plan_digest != plan.digest):
-            raise GrantMismatch("plan", "a grant is bound to another plan")
+            return GrantMismatch("plan", "a grant is bound to another plan")
         if grant.state_version is None or grant.state_version != action.base_version:
-            raise GrantMismatch("state_version", "a grant names another state version")
+            return GrantMismatch("state_version", "a grant names another state version")
         if not grant.target_scope or grant.target_scope != action.target:
-            raise GrantMismatch("scope", "the target is outside a grant's scope")
+            return GrantMismatch("scope", "the target is outside a grant's scope")
         if grant.expires_at is None or grant.expires_at <= now:
-            raise GrantMismatch("expired", "a grant has expired")
-        if not has_any_role(grant.approver, run.tenant, APPROVER_ROLES):
-            raise GrantMismatch("role", "an approver does not hold the operator role here")
+            return GrantMismatch("expired", "a grant has expired")
+        held = roles.get((grant.approver_id, action.run.tenant_id), frozenset())
+        if not held & frozenset(APPROVER_ROLES):
+            return GrantMismatch("role", "an approver does not hold the operator role here")
         if action.four_eyes and grant.approver_id == action.proposed_by_user_id:
-            raise GrantMismatch("four_eyes", "the proposer approved their own intent")
+            return GrantMismatch("four_eyes", "the proposer approved their own intent")
         approvers.add(grant.approver_id)
     if len(approvers) < action.required_approvals:
-        raise GrantMismatch(
+        return GrantMismatch(
             "approvals", f"{len(approvers)} of {action.required_approvals} approvals"
         )
-    # A plan's items share its base: every event of the plan since then is its own.
-    own_events = RunEvent.objects.filter(run=run, seq__gt=action.base_event_seq)
-    own_events = (
-        own_events.filter(action=action)
-        if plan is None
-        else own_events.filter(action__plan_id=plan.pk)
-    )
-    if not run_unchanged_since_proposal(run=run, action=action, own_events=own_events.count()):
-        raise GrantMismatch("state_version", "the run changed after the intent was approved")
+    if not run_unchanged_since_proposal(run=action.run, action=action, own_events=own_events):
+        return GrantMismatch("state_version", "the run changed after the intent was approved")
+    return None
 
 
 @transaction.atomic

@@ -48,3 +48,53 @@ def lease_release(*, lease: LeaseToken) -> None:
     Lease.objects.filter(
         run_id=lease.run_id, owner=lease.owner, lease_version=lease.version
     ).update(expires_at=Now())
+
+
+# The set-based forms for a worker's batch (runs.execution.batch): one statement or two for
+# every lease of the batch, with exactly the single forms' conditions.
+
+
+def _tokens(leases: list[LeaseToken]) -> Q:
+    matches = Q(pk__in=[])
+    for lease in leases:
+        matches |= Q(run_id=lease.run_id, owner=lease.owner, lease_version=lease.version)
+    return matches
+
+
+def leases_claim(*, run_ids: list, owner: str, seconds: int | None = None) -> dict:
+    """lease_claim for many runs in one UPDATE: {run id: LeaseToken} of those it took (a run
+    leased by another worker is left out). Inside the caller's transaction."""
+    seconds = seconds or settings.COUNTERSIGN_LEASE_SECONDS
+    claimable = Q(expires_at__isnull=True) | Q(expires_at__lte=Now()) | Q(owner=owner)
+    Lease.objects.filter(claimable, run_id__in=run_ids).update(
+        owner=owner,
+        lease_version=F("lease_version") + 1,
+        expires_at=Now() + timedelta(seconds=seconds),
+    )
+    taken = Lease.objects.filter(run_id__in=run_ids, owner=owner).values_list(
+        "run_id", "lease_version"
+    )
+    return {
+        str(run_id): LeaseToken(run_id=str(run_id), owner=owner, version=version)
+        for run_id, version in taken
+    }
+
+
+def leases_held(leases: list[LeaseToken], *, renew: bool = False) -> set[str]:
+    """The run ids of `leases` still held, their rows locked until the caller's transaction
+    ends (check_lease for many); with `renew`, held ones get a full term again."""
+    held = {
+        str(run_id)
+        for run_id in Lease.objects.filter(_tokens(leases), expires_at__gt=Now())
+        .select_for_update()
+        .values_list("run_id", flat=True)
+    }
+    if renew and held:
+        seconds = settings.COUNTERSIGN_LEASE_SECONDS
+        Lease.objects.filter(run_id__in=held).update(expires_at=Now() + timedelta(seconds=seconds))
+    return held
+
+
+def leases_release(leases: list[LeaseToken]) -> None:
+    if leases:
+        Lease.objects.filter(_tokens(leases)).update(expires_at=Now())

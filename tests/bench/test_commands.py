@@ -26,7 +26,7 @@ from bench.measure import (
 )
 from bench.tools import BenchNoop
 from control.models import Tenant
-from runs.execution.worker import drain
+from runs.execution.drain import drain
 from runs.models import Action, Run, RunEvent
 from runs.record.checkpoints import build_state, sign_state
 from runs.record.verification import run_verify

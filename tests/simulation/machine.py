@@ -40,9 +40,9 @@ from reconciliation.probes import probe_due_cases
 from reconciliation.services import case_resolve, open_missing_cases
 from runs.exceptions import GrantMismatch, LeaseLost, StaleState
 from runs.execution import protocol, recovery, worker
+from runs.execution.drain import drain
 from runs.execution.faults import FAULT_POINTS
 from runs.execution.sweep import sweep_once
-from runs.execution.worker import drain
 from runs.models import TERMINAL_PHASES, Action, Approval, Attempt, OutboxMessage, Receipt, Run
 from runs.record.events import LeaseToken
 from runs.record.outbox import OPEN_CASE_JOB

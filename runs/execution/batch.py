@@ -1,0 +1,284 @@
+"""The protocol's two transactions for a batch of claimed actions, set-based.
+
+Protocol step 2 for every action of the batch is one transaction (`attempts_begin`): the
+leases checked, locked and renewed, every grant checked against rows read once, the Attempts
+inserted and the actions moved to `in_flight` in one statement each, one event per run
+appended by one compare-and-set UPDATE of all the runs, and each run's checkpoint signed,
+built from the rows in hand. Step 4 for every receipt is one transaction too
+(`receipts_record`). Each step keeps exactly the single protocol's meaning
+(runs.execution.protocol): the same rows, events, checkpoints and guards; only the number of
+statements and commits changes. When any guard of the batch finds a row moved (a run or an
+action changed since it was read), the whole transaction rolls back and the caller hands
+each action to the single protocol, which decides it as it always did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Count, F, Q
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from control.clock import db_now
+from control.tenancy import roles_of_members
+from runs.exceptions import GrantMismatch, StaleState
+from runs.execution.protocol import phase_after_action
+from runs.models import TERMINAL_PHASES, Action, Approval, Attempt, Receipt, Run, RunEvent
+from runs.record.checkpoints import (
+    approval_state,
+    build_state,
+    checkpoints_write,
+    pending_action_state,
+    state_document,
+)
+from runs.record.completed import action_entry
+from runs.record.events import LeaseToken, append_events
+from runs.services import grant_problem, leases_held, leases_release, without
+from runs.tools.base import Tool
+from runs.tools.calls import ToolReceipt
+from runs.tools.retry import RetryPolicy
+
+Status = Action.Status
+
+
+@dataclass
+class Step:
+    """One claimed action on its way through the batch, with what the steps learn of it."""
+
+    action: Action  # loaded with its run, tenant, observation, plan and approvals
+    lease: LeaseToken
+    tool: Tool
+    policy: RetryPolicy
+    attempt: Attempt | None = None
+    receipt: ToolReceipt | None = None
+    grants: list[Approval] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        approve = Approval.Decision.APPROVE
+        self.grants = [a for a in self.action.approvals.all() if a.decision == approve]
+
+
+@dataclass
+class Begun:
+    """What attempts_begin did: `begun` are in flight now; `lost` no longer hold their
+    lease (nothing was written for them); `left` are not to be sent as they are (a grant
+    rule fails, the run stopped, its deadline passed or its budget is spent): nothing was
+    written for them, and the single protocol refuses or stops them, with its events."""
+
+    begun: list[Step]
+    lost: list[Step]
+    left: list[Step]
+
+
+@transaction.atomic
+def attempts_begin(steps: list[Step], *, worker: str) -> Begun:
+    """Protocol step 2 for the batch, as read by the caller (approved or due for a retry):
+    a row moved since it was read raises StaleState, and nothing is kept."""
+    held = leases_held([step.lease for step in steps], renew=True)
+    lost = [step for step in steps if step.lease.run_id not in held]
+    steps = [step for step in steps if step.lease.run_id in held]
+    now = db_now()
+    problems = _grant_problems(steps, now=now)
+    sendable = [step.action.pk not in problems and _may_send(step, now) for step in steps]
+    left = [step for step, ok in zip(steps, sendable, strict=True) if not ok]
+    steps = [step for step, ok in zip(steps, sendable, strict=True) if ok]
+    if not steps:
+        return Begun(begun=[], lost=lost, left=left)
+    started = timezone.now()
+    attempts = Attempt.objects.bulk_create(
+        Attempt(
+            action=step.action,
+            number=step.action.attempt_count + 1,
+            worker=worker,
+            lease_version=step.lease.version,
+            started_at=started,
+        )
+        for step in steps
+    )
+    _move(
+        [step.action for step in steps],
+        {Status.APPROVED, Status.RETRY_WAIT},
+        Status.IN_FLIGHT,
+        attempt_count=F("attempt_count") + 1,
+    )
+    for step, attempt in zip(steps, attempts, strict=True):
+        step.attempt = attempt
+        step.action.attempt_count = attempt.number
+    append_events(
+        [
+            (
+                step.action.run,
+                {
+                    "type": "attempt.started",
+                    "actor": worker,
+                    "action": step.action,
+                    "payload": {
+                        "attempt": step.attempt.number,
+                        "lease_version": step.lease.version,
+                    },
+                    "changes": {"budget_used": step.action.run.budget_used + 1},
+                },
+            )
+            for step in steps
+        ]
+    )
+    # The run's pending intent is this action (a plan's next item is the one being sent).
+    checkpoints_write(
+        [
+            (
+                step.action.run,
+                state_document(
+                    step.action.run,
+                    pending=pending_action_state(step.action),
+                    approval=approval_state(step.action, step.grants),
+                    in_doubt=[],
+                ),
+            )
+            for step in steps
+        ]
+    )
+    return Begun(begun=steps, lost=lost, left=left)
+
+
+def _may_send(step: Step, now) -> bool:
+    """attempt_begin's checks of the run: not stopped, before its deadline, within budget."""
+    run = step.action.run
+    return (
+        run.phase not in TERMINAL_PHASES
+        and (run.deadline is None or now < run.deadline)
+        and (run.budget_limit is None or run.budget_used < run.budget_limit)
+    )
+
+
+@transaction.atomic
+def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
+    """Protocol step 4 for every step whose call answered with its receipt: the receipts,
+    the attempts succeeded, the actions succeeded, one event per run chaining the receipt
+    onto its completed digest, each run's checkpoint, and the leases released. Returns the
+    steps whose lease was lost (nothing recorded for them: the new owner settles them by
+    key). StaleState when a row moved: nothing is kept."""
+    held = leases_held([step.lease for step in steps])
+    lost = [step for step in steps if step.lease.run_id not in held]
+    steps = [step for step in steps if step.lease.run_id in held]
+    if not steps:
+        return lost
+    for step in steps:
+        if step.receipt.intent_digest != step.action.intent_digest or (
+            step.receipt.idempotency_key
+            and step.receipt.idempotency_key != step.action.idempotency_key
+        ):
+            raise StaleState(f"the receipt for {step.action.action_id} is for another intent")
+    Receipt.objects.bulk_create(
+        Receipt(
+            tenant_id=step.action.tenant_id,
+            action=step.action,
+            idempotency_key=step.receipt.idempotency_key or "",
+            intent_digest=step.receipt.intent_digest,
+            receipt_id=step.receipt.receipt_id,
+            target_version=step.receipt.target_version,
+            status=step.receipt.status,
+            raw_response_hash=step.receipt.raw_response_hash,
+            source=Receipt.Source.RESPONSE,
+        )
+        for step in steps
+    )
+    Attempt.objects.filter(pk__in=[step.attempt.pk for step in steps]).update(
+        status=Attempt.Status.SUCCEEDED, finished_at=timezone.now()
+    )
+    _move(
+        [step.action for step in steps],
+        {Status.IN_FLIGHT},
+        Status.SUCCEEDED,
+        error_class="",
+        last_error="",
+    )
+    runs = [step.action.run for step in steps]
+    append_events(
+        [
+            (
+                run,
+                {
+                    "type": "action.succeeded",
+                    "actor": worker,
+                    "action": step.action,
+                    "payload": {
+                        "receipt_id": step.receipt.receipt_id,
+                        "source": Receipt.Source.RESPONSE,
+                        "target_version": step.receipt.target_version,
+                    },
+                    "changes": {
+                        "phase": phase_after_action(run, step.action),
+                        "pending_work": without(run.pending_work, step.action.action_id),
+                    },
+                    "completed": action_entry(step.action),
+                },
+            )
+            for run, step in zip(runs, steps, strict=True)
+        ]
+    )
+    checkpoints_write([(run, _state_after_receipt(run)) for run in runs])
+    leases_release([step.lease for step in steps])
+    return lost
+
+
+def _state_after_receipt(run: Run) -> dict:
+    """A run that goes on executing is a plan with a next item to read; any other run holds
+    no open intent once its write succeeded (one open write per run outside plans)."""
+    if run.phase == Run.Phase.EXECUTING:
+        return build_state(run)
+    return state_document(run, pending=None, approval=None, in_doubt=[])
+
+
+def _move(actions: list[Action], expected: set[str], status: str, **fields) -> None:
+    """action_set_status for many: one compare-and-set UPDATE; StaleState unless all moved.
+    Fields given as expressions are left for the caller to set on the objects."""
+    moved = Action.objects.filter(pk__in=[a.pk for a in actions], status__in=expected).update(
+        status=status, updated_at=Now(), **fields
+    )
+    if moved != len(actions):
+        raise StaleState(f"{len(actions) - moved} of {len(actions)} actions moved since read")
+    plain = {k: v for k, v in fields.items() if not hasattr(v, "resolve_expression")}
+    for action in actions:
+        action.status = status
+        for name, value in plain.items():
+            setattr(action, name, value)
+
+
+def _grant_problems(steps: list[Step], *, now) -> dict:
+    """grant_check for every step from two queries: {action pk: GrantMismatch}."""
+    needing = [step for step in steps if step.action.needs_approval]
+    if not needing:
+        return {}
+    decisions = {step.action.pk: list(step.action.approvals.all()) for step in needing}
+    roles = roles_of_members(
+        {grant.approver_id for found in decisions.values() for grant in found},
+        {step.action.run.tenant_id for step in needing},
+    )
+    own_events = _own_event_counts([step.action for step in needing])
+    problems: dict = {}
+    for step in needing:
+        problem: GrantMismatch | None = grant_problem(
+            step.action,
+            decisions[step.action.pk],
+            roles=roles,
+            now=now,
+            own_events=own_events.get(step.action.run_id, 0),
+        )
+        if problem is not None:
+            problems[step.action.pk] = problem
+    return problems
+
+
+def _own_event_counts(actions: list[Action]) -> dict:
+    """runs.services.own_events_since_proposal counted for many actions of distinct runs in
+    one query: {run id: count}."""
+    own = Q(pk__in=[])
+    for action in actions:
+        mine = (
+            Q(action_id=action.pk) if action.plan_id is None else Q(action__plan_id=action.plan_id)
+        )
+        own |= Q(run_id=action.run_id, seq__gt=action.base_event_seq) & mine
+    counted = RunEvent.objects.filter(own).values("run_id").annotate(n=Count("pk"))
+    return {row["run_id"]: row["n"] for row in counted.order_by()}

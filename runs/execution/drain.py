@@ -1,0 +1,266 @@
+"""A drain job's loop: claim what is due, send it in batches, hand the rest to one-by-one.
+
+Each claim of up to 20 actions (one per run, each under its run's lease) is split in two:
+- a **batch**: actions ready to send whose checkpoint verifies and matches the rows, on a
+  tool whose unsent attempt is recovered by key with no person (it dedupes by key, can be
+  queried by key and may be retried after an unknown outcome). Their attempts begin in one
+  transaction, the calls go out one by one under one heartbeat, and every receipt is
+  recorded in one transaction (runs.execution.batch). A worker killed mid-batch leaves up to
+  20 attempts in `sending`; each is settled by key exactly as one is after any crash;
+  A first send whose tool reads the target first reads it before the batch begins;
+- everything else, one by one through the single protocol (runs.execution.worker): an
+  action left in flight, a compensation, a tool
+  that does not dedupe or cannot be queried (a crash there must leave at most one send in
+  doubt, as it always did), and any action whose rows, checkpoint or run need deciding.
+A batch that finds a row moved since it was read keeps nothing, and its actions go one by one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db.models import Q
+
+from control.counters import count_event
+from runs.exceptions import CheckpointError, LeaseLost, StaleState
+from runs.execution import batch
+from runs.execution.faults import fault_point
+from runs.execution.heartbeat import lease_kept
+from runs.execution.saga import is_compensation
+from runs.execution.worker import (
+    already_satisfied,
+    claim_ready,
+    process_action,
+    record_response,
+    send,
+    worker_name,
+)
+from runs.models import Action, Checkpoint
+from runs.record.binding import intent_differences
+from runs.record.checkpoints import checkpoint_verify
+from runs.record.events import LeaseToken
+from runs.services import lease_release
+from runs.tools import errors as tool_errors
+from runs.tools.base import Tool
+from runs.tools.registry import get_tool
+from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
+
+logger = logging.getLogger(__name__)
+Status = Action.Status
+CLAIM_SIZE = 20
+
+
+def drain(
+    *,
+    worker: str | None = None,
+    limit: int = 200,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    on_full_claim: Callable[[], object] | None = None,
+) -> int:
+    """Processes ready actions until none is due or `limit` is reached; returns the count.
+    `on_full_claim` is called whenever a claim comes back full (more may be due): the drain
+    job queues a helper there, so an idle worker shares a backlog, and so the work left when
+    the limit stops this drain has a job waiting for it."""
+    worker = worker or worker_name()
+    processed = 0
+    while processed < limit:
+        size = min(CLAIM_SIZE, limit - processed)
+        claims = claim_ready(worker=worker, batch=size)
+        if not claims:
+            if processed == 0:
+                count_event("duplicate_jobs")  # delivered for work done or taken already
+            break
+        if on_full_claim is not None and len(claims) == size:
+            on_full_claim()
+        failures = process_claims(claims, worker=worker, policy=policy)
+        processed += len(claims)
+        if failures:
+            # One bad action never held its batch-mates; the job still fails.
+            raise failures[0]
+    return processed
+
+
+def process_claims(
+    claims: list[tuple[str, LeaseToken]], *, worker: str, policy: RetryPolicy = DEFAULT_POLICY
+) -> list[Exception]:
+    """Processes one claim's actions; returns what they raised (each logged, its lease
+    released), after every action had its turn."""
+    steps, single = _split(claims, policy)
+    failures = _one_by_one(single, worker=worker, policy=policy)
+    if steps:
+        failures += _send_batch(steps, worker=worker, policy=policy)
+    return failures
+
+
+def _split(claims, policy: RetryPolicy) -> tuple[list[batch.Step], list]:
+    """(steps for a batch, (pk, lease) pairs for the single protocol), in claim order."""
+    actions = (
+        Action.objects.select_related("run", "run__tenant", "observation", "plan")
+        .prefetch_related("approvals")
+        .in_bulk([pk for pk, _ in claims])
+    )
+    signed = Q(pk__in=[])
+    for action in actions.values():
+        signed |= Q(run_id=action.run_id, state_version=action.run.state_version)
+    checkpoints = {c.run_id: c.body for c in Checkpoint.objects.filter(signed)}
+    steps, single = [], []
+    for action_pk, lease in claims:
+        action = actions.get(action_pk)
+        step = action and _step(action, lease, checkpoints.get(action.run_id), policy)
+        if step:
+            steps.append(step)
+        else:
+            single.append((action_pk, lease))
+    return steps, single
+
+
+def _step(action: Action, lease: LeaseToken, checkpoint: str | None, policy) -> batch.Step | None:
+    """A batch step for `action` when nothing about it needs the single protocol."""
+    if action.status not in (Status.APPROVED, Status.RETRY_WAIT) or is_compensation(action):
+        return None
+    try:
+        tool = get_tool(action.tool, action.contract_version)
+    except tool_errors.UnsupportedTool:
+        return None
+    if not begins_in_batch(tool):
+        return None
+    if checkpoint is None:
+        return None  # none at the run's version: the single protocol reads and refuses
+    try:
+        state = checkpoint_verify(checkpoint, run=action.run)
+    except CheckpointError:
+        return None
+    if intent_differences(state, action):
+        return None
+    return batch.Step(action=action, lease=lease, tool=tool, policy=tool.retry_policy or policy)
+
+
+def begins_in_batch(tool: Tool) -> bool:
+    """Whether an attempt of `tool` that was begun but never sent (the worker died before
+    its call) is settled with no person: a query by key finds nothing, and the same key is
+    sent again, harmlessly. Only such tools have their attempts begun twenty at a time."""
+    return tool.dedupes_by_key and tool.queryable_by_key and tool.retry_after_uncertain_allowed
+
+
+def _send_batch(steps: list[batch.Step], *, worker: str, policy: RetryPolicy) -> list[Exception]:
+    steps, failures = _read_first(steps, worker=worker)
+    if not steps:
+        return failures
+    for step in steps:
+        fault_point("before_send", action_pk=step.action.pk)
+    try:
+        began = batch.attempts_begin(steps, worker=worker)
+    except StaleState as moved:
+        logger.info("worker %s: batch begin found %s; one by one", worker, moved)
+        return failures + _one_by_one(_pairs(steps), worker=worker, policy=policy)
+    for step in began.lost:
+        _fenced(step.lease, worker)
+    failures += _one_by_one(_pairs(began.left), worker=worker, policy=policy)
+    if not began.begun:
+        return failures
+    answered = []
+    with lease_kept(*(step.lease for step in began.begun)):
+        for step in began.begun:
+            failures += _guarded(
+                step.lease, step.action.pk, worker, lambda step=step: _call(step, worker)
+            )
+            if step.receipt is not None:
+                answered.append(step)
+    return failures + _record(answered, worker=worker)
+
+
+def _read_first(steps: list[batch.Step], *, worker: str) -> tuple[list[batch.Step], list]:
+    """A first send whose tool can read the target reads it first, as one by one: where
+    the goal is already met, the read is recorded as the evidence and nothing is sent.
+    Returns (the steps still to send, what raised)."""
+    sending: list[batch.Step] = []
+    failures: list[Exception] = []
+    for step in steps:
+
+        def read(step=step) -> bool:
+            action, tool = step.action, step.tool
+            first = action.attempt_count == 0 and tool.can_be_satisfied()
+            if first and already_satisfied(action, tool, step.lease, worker, step.policy):
+                return False  # recorded; the lease goes back
+            sending.append(step)
+            return True
+
+        failures += _guarded(step.lease, step.action.pk, worker, read)
+    return sending, failures
+
+
+def _call(step: batch.Step, worker: str) -> bool:
+    """The step's call; False (its lease to be released) when the call's outcome was
+    recorded by the single protocol's error handling."""
+    step.receipt = send(
+        step.action, step.attempt, step.tool, lease=step.lease, worker=worker, policy=step.policy
+    )
+    return step.receipt is not None
+
+
+def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:
+    if not answered:
+        return []
+    try:
+        lost = batch.receipts_record(answered, worker=worker)
+    except StaleState as moved:
+        logger.info("worker %s: batch receipts found %s; one by one", worker, moved)
+        failures = []
+        for step in answered:
+            failures += _guarded(
+                step.lease,
+                step.action.pk,
+                worker,
+                lambda step=step: record_response(
+                    step.action, step.attempt, step.receipt, lease=step.lease, worker=worker
+                ),
+            )
+        return failures
+    for step in lost:
+        _fenced(step.lease, worker)
+    lost_runs = {step.lease.run_id for step in lost}
+    for step in answered:
+        if step.lease.run_id not in lost_runs:
+            fault_point("after_receipt", action_pk=step.action.pk)
+    return []
+
+
+def _pairs(steps: list[batch.Step]) -> list[tuple[str, LeaseToken]]:
+    return [(step.action.pk, step.lease) for step in steps]
+
+
+def _one_by_one(claims, *, worker: str, policy: RetryPolicy) -> list[Exception]:
+    """The single protocol for each (action pk, lease) of `claims`."""
+    failures = []
+    for action_pk, lease in claims:
+        failures += _guarded(
+            lease,
+            action_pk,
+            worker,
+            lambda pk=action_pk, lease=lease: process_action(
+                action_pk=pk, lease=lease, worker=worker, policy=policy
+            ),
+        )
+    return failures
+
+
+def _guarded(lease: LeaseToken, action_pk, worker: str, work: Callable[[], bool | None]) -> list:
+    """Runs `work` for one action. Fenced out (LeaseLost): nothing more is written, the new
+    owner settles it. Anything else raised is logged, the lease goes back, and it is
+    returned. `work` returning False means the lease is still ours to release."""
+    try:
+        if work() is False:
+            lease_release(lease=lease)
+    except LeaseLost:
+        _fenced(lease, worker)
+    except Exception as error:
+        logger.exception("worker %s: action %s raised", worker, action_pk)
+        lease_release(lease=lease)
+        return [error]
+    return []
+
+
+def _fenced(lease: LeaseToken, worker: str) -> None:
+    logger.warning("worker %s lost the lease on run %s", worker, lease.run_id)
+    count_event("fencing_rejections")
