@@ -17,6 +17,7 @@ caller must know:
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from typing import Any
 
@@ -37,17 +38,47 @@ def canonical_json(value: Any) -> bytes:
     list, tuple and dict.
     """
     try:
-        try:
-            return rfc8785.dumps(value)
-        except rfc8785.IntegerDomainError:
-            # Rare: only then pay for a copy with wide integers as the doubles they denote.
-            return rfc8785.dumps(_wide_integers_as_doubles(value))
+        if _plain(value):
+            # Without floats, wide integers or non-ASCII keys, JCS is exactly what the C
+            # encoder writes with sorted keys and no whitespace (tests/control/test_canonical
+            # holds the two equal over generated values), about ten times faster.
+            return json.dumps(
+                value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            ).encode()
+        return jcs(value)
     except ValueError as error:
         # Besides its CanonicalizationError, rfc8785 lets out the UnicodeEncodeError of its
-        # key sort (lone surrogates) and the ValueError of str() on a 4300+ digit integer.
+        # key sort (lone surrogates) and the ValueError of str() on a 4300+ digit integer;
+        # the encoder's UTF-8 step refuses lone surrogates too.
         raise ValueError(f"value has no canonical JSON form: {error}") from error
     except RecursionError:
         raise ValueError("value has no canonical JSON form: nested too deeply") from None
+
+
+def jcs(value: Any) -> bytes:
+    """RFC 8785 by the reference implementation, for any value canonical_json takes."""
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.IntegerDomainError:
+        # Rare: only then pay for a copy with wide integers as the doubles they denote.
+        return rfc8785.dumps(_wide_integers_as_doubles(value))
+
+
+def _plain(value: Any) -> bool:
+    """Whether value holds only what JCS and the C encoder write alike: None, bools, safe
+    integers, strings, lists, tuples and dicts with ASCII string keys (ASCII keys sort the
+    same by UTF-16 code units, JCS's order, as by code points, Python's)."""
+    if value is None or value is True or value is False or isinstance(value, str):
+        return True
+    if isinstance(value, int):
+        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, str) and key.isascii() and _plain(child) for key, child in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return all(_plain(child) for child in value)
+    return False
 
 
 def intent_digest(*, tool: str, target: str, args: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -272,13 +272,17 @@ def _grant_problems(steps: list[Step], *, now) -> dict:
 
 
 def _own_event_counts(actions: list[Action]) -> dict:
-    """runs.services.own_events_since_proposal counted for many actions of distinct runs in
-    one query: {run id: count}."""
-    own = Q(pk__in=[])
-    for action in actions:
-        mine = (
-            Q(action_id=action.pk) if action.plan_id is None else Q(action__plan_id=action.plan_id)
-        )
-        own |= Q(run_id=action.run_id, seq__gt=action.base_event_seq) & mine
-    counted = RunEvent.objects.filter(own).values("run_id").annotate(n=Count("pk"))
-    return {row["run_id"]: row["n"] for row in counted.order_by()}
+    """runs.services.own_events_since_proposal counted for many actions of distinct runs,
+    from one read of their runs' events since the earliest base: {run id: count}."""
+    by_run = {action.run_id: action for action in actions}
+    since = RunEvent.objects.filter(
+        run_id__in=list(by_run), seq__gt=min(action.base_event_seq for action in actions)
+    ).values_list("run_id", "seq", "action_id", "action__plan_id")
+    counts: dict = {}
+    for run_id, seq, action_id, plan_id in since:
+        action = by_run[run_id]
+        if seq <= action.base_event_seq:
+            continue
+        mine = action_id == action.pk if action.plan_id is None else plan_id == action.plan_id
+        counts[run_id] = counts.get(run_id, 0) + mine
+    return counts

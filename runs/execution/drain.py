@@ -18,9 +18,10 @@ A batch that finds a row moved since it was read keeps nothing, and its actions 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
-from django.db.models import Q
+from django.db.models import F
 
 from control.counters import count_event
 from runs.exceptions import CheckpointError, LeaseLost, StaleState
@@ -40,7 +41,7 @@ from runs.models import Action, Checkpoint
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify
 from runs.record.events import LeaseToken
-from runs.services import lease_release
+from runs.services import lease_release, leases_left
 from runs.tools import errors as tool_errors
 from runs.tools.base import Tool
 from runs.tools.registry import get_tool
@@ -100,10 +101,12 @@ def _split(claims, policy: RetryPolicy) -> tuple[list[batch.Step], list]:
         .prefetch_related("approvals")
         .in_bulk([pk for pk, _ in claims])
     )
-    signed = Q(pk__in=[])
-    for action in actions.values():
-        signed |= Q(run_id=action.run_id, state_version=action.run.state_version)
-    checkpoints = {c.run_id: c.body for c in Checkpoint.objects.filter(signed)}
+    # Each run's checkpoint at its version now (a run that moved since is refused as stale).
+    signed = Checkpoint.objects.filter(
+        run_id__in=[action.run_id for action in actions.values()],
+        state_version=F("run__state_version"),
+    )
+    checkpoints = dict(signed.values_list("run_id", "body"))
     steps, single = [], []
     for action_pk, lease in claims:
         action = actions.get(action_pk)
@@ -160,10 +163,11 @@ def _send_batch(steps: list[batch.Step], *, worker: str, policy: RetryPolicy) ->
     if not began.begun:
         return failures
     answered = []
+    fence = Fence([step.lease for step in began.begun])
     with lease_kept(*(step.lease for step in began.begun)):
         for step in began.begun:
             failures += _guarded(
-                step.lease, step.action.pk, worker, lambda step=step: _call(step, worker)
+                step.lease, step.action.pk, worker, lambda step=step: _call(step, worker, fence)
             )
             if step.receipt is not None:
                 answered.append(step)
@@ -190,13 +194,44 @@ def _read_first(steps: list[batch.Step], *, worker: str) -> tuple[list[batch.Ste
     return sending, failures
 
 
-def _call(step: batch.Step, worker: str) -> bool:
+def _call(step: batch.Step, worker: str, fence: Fence) -> bool:
     """The step's call; False (its lease to be released) when the call's outcome was
     recorded by the single protocol's error handling."""
     step.receipt = send(
-        step.action, step.attempt, step.tool, lease=step.lease, worker=worker, policy=step.policy
+        step.action,
+        step.attempt,
+        step.tool,
+        lease=step.lease,
+        worker=worker,
+        policy=step.policy,
+        fence=fence.check,
     )
     return step.receipt is not None
+
+
+class Fence:
+    """The lease check before each call of a batch, from one read for many calls.
+
+    A lease read as held with `s` seconds left by the database's clock cannot be taken over
+    for those `s` seconds: no worker may claim it before it expires. So a call made within
+    half that time of the read (measured on this process's monotonic clock, which runs on
+    while the process is stopped) is fenced by it; past that, the batch's leases are read
+    again. A worker paused or cut off for longer therefore reads again before its next call,
+    and stops there if its lease moved on, as with a read before every call."""
+
+    def __init__(self, leases: list[LeaseToken]) -> None:
+        self.leases = leases
+        self.held: set[str] = set()
+        self.until = 0.0
+
+    def check(self, lease: LeaseToken) -> None:
+        if time.monotonic() >= self.until:
+            read_at = time.monotonic()
+            left = leases_left(self.leases)
+            self.held = set(left)
+            self.until = read_at + min(left.values(), default=0) / 2
+        if lease.run_id not in self.held:
+            raise LeaseLost(f"lease v{lease.version} on run {lease.run_id} is no longer held")
 
 
 def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:

@@ -13,6 +13,7 @@ import os
 import random
 import socket
 import time
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -213,15 +214,23 @@ def record_response(
 
 
 def send(
-    action: Action, attempt: Attempt, tool, *, lease: LeaseToken, worker: str, policy: RetryPolicy
+    action: Action,
+    attempt: Attempt,
+    tool,
+    *,
+    lease: LeaseToken,
+    worker: str,
+    policy: RetryPolicy,
+    fence: Callable[[LeaseToken], None] = check_lease,
 ) -> ToolReceipt | None:
     """Protocol step 3 for a begun attempt, under the caller's heartbeat: the lease fence,
     the call with the intent's key, and what an error means. The tool's receipt, to be
     recorded by the caller; None when the outcome was recorded here (a failure, a retry
-    later, or an unknown outcome settled by key)."""
+    later, or an unknown outcome settled by key). `fence` raises LeaseLost unless the lease
+    is provably held (a read, by default, before every call)."""
     fault_point("attempt_recorded", action_pk=action.pk)
     # Fence before the call with a read, not a commit: a stale worker stops here.
-    check_lease(lease)
+    fence(lease)
     call = ToolCall(
         tool=action.tool,
         target=action.target,

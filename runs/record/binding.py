@@ -35,11 +35,13 @@ def intent_differences(state: dict, action: Action) -> list[str]:
     if signed is None:
         return [f"the signed checkpoint holds no pending intent, the rows hold {action.action_id}"]
     rows = pending_action_state(action)
-    differences = [
-        f"{field} is {_shown(rows.get(field))} in the rows, {_shown(signed.get(field))} signed"
-        for field in INTENT_FIELDS
-        if canonical_json(rows.get(field)) != canonical_json(signed.get(field))
-    ]
+    differences = []
+    if _canonical_fields(rows) != _canonical_fields(signed):  # one comparison when equal
+        differences = [
+            f"{field} is {_shown(rows.get(field))} in the rows, {_shown(signed.get(field))} signed"
+            for field in INTENT_FIELDS
+            if canonical_json(rows.get(field)) != canonical_json(signed.get(field))
+        ]
     grants = [a for a in action.approvals.all() if a.decision == Approval.Decision.APPROVE]
     rows_approval = approval_state(action, grants)
     signed_approval = state.get("approval")
@@ -48,6 +50,11 @@ def intent_differences(state: dict, action: Action) -> list[str]:
             f"the grants are {_shown(rows_approval)} in the rows, {_shown(signed_approval)} signed"
         )
     return differences
+
+
+def _canonical_fields(intent: dict) -> bytes:
+    """The intent's fields in canonical form; a missing one is not a null one."""
+    return canonical_json({field: [intent[field]] for field in INTENT_FIELDS if field in intent})
 
 
 def _shown(value) -> str:

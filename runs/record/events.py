@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import transaction
-from django.db.models import Case, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -20,6 +19,7 @@ from django.utils.dateparse import parse_datetime
 from control.canonical import canonical_json
 from runs.exceptions import LeaseLost, StaleState
 from runs.models import Action, Lease, Run, RunEvent
+from runs.record.bulk_sql import runs_compare_and_set
 from runs.record.completed import completed_fold
 
 GENESIS_HASH = "sha256:" + "0" * 64
@@ -141,29 +141,22 @@ def append_events(appends: list[tuple[Run, dict]]) -> list[RunEvent]:
     if not appends:
         return []
     planned = [(run, *next_event(run, **spec)) for run, spec in appends]
-    fields = {"state_version", "last_event_seq", "event_head_hash", "updated_at"}
-    fields.update(*(db_values for _, _, db_values in planned))
-    expected = Q(pk__in=[])
-    for run, _, _ in planned:
-        expected |= Q(pk=run.pk, state_version=run.state_version)
-
-    def new_value(run: Run, event: RunEvent, db_values: dict, field: str):
-        return {
+    fields = sorted(set().union(*(db_values for _, _, db_values in planned)))
+    rows = [
+        {
+            "id": run.pk,
+            "expected": run.state_version,
             "state_version": run.state_version + 1,
             "last_event_seq": event.seq,
             "event_head_hash": event.hash,
             "updated_at": event.created_at,
-        }.get(field, db_values.get(field, getattr(run, field)))
-
-    def per_run(field: str) -> Case:
-        output = Run._meta.get_field(field)
-        whens = [
-            When(pk=run.pk, then=Value(new_value(run, event, db_values, field), output))
-            for run, event, db_values in planned
-        ]
-        return Case(*whens, output_field=output)
-
-    updated = Run.objects.filter(expected).update(**{field: per_run(field) for field in fields})
+            **{field: db_values.get(field, getattr(run, field)) for field in fields},
+        }
+        for run, event, db_values in planned
+    ]
+    updated = runs_compare_and_set(
+        rows, fields=["state_version", "last_event_seq", "event_head_hash", "updated_at", *fields]
+    )
     if updated != len(planned):
         raise StaleState(f"{len(planned) - updated} of {len(planned)} runs changed since read")
     for run, event, db_values in planned:

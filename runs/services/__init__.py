@@ -30,6 +30,7 @@ from runs.services.leases import (
     lease_renew,
     leases_claim,
     leases_held,
+    leases_left,
     leases_release,
 )
 from runs.services.ledger import ledger_export_record
@@ -82,6 +83,7 @@ __all__ = [
     "lease_renew",
     "leases_claim",
     "leases_held",
+    "leases_left",
     "leases_release",
     "ledger_export_record",
     "link_only_allowed",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import random
@@ -12,7 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control.canonical import canonical_json, content_hash, idempotency_key, intent_digest
+from control.canonical import (
+    canonical_json,
+    content_hash,
+    idempotency_key,
+    intent_digest,
+    jcs,
+)
 from control.strictjson import parse_strict
 
 SAFE_INTEGER = 2**53 - 1
@@ -372,3 +379,44 @@ narrow_json_values = st.recursive(
 def test_canonical_json_reads_back_as_an_equal_value_within_double_precision(value):
     # Beyond 2**53 a double may read back as an int that differs from it in the last digits.
     assert parse_strict(canonical_json(value)) == value
+
+
+class _Status(enum.StrEnum):
+    SENT = "sent"
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.sampled_from([_Status.SENT, "a\u2028b", '\x7f\x00\x1f"\\', "\ud7ff\ue000"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(_VALUES)
+def test_the_fast_path_writes_what_the_reference_implementation_writes(value):
+    """canonical_json takes the C encoder for values without floats, wide integers or
+    non-ASCII keys: for every value, its bytes (or its refusal) are the reference's."""
+    try:
+        expected = jcs(value)
+    except ValueError:
+        with pytest.raises(ValueError, match="no canonical JSON form"):
+            canonical_json(value)
+        return
+    assert canonical_json(value) == expected
+
+
+def test_the_fast_path_refuses_a_lone_surrogate_as_the_reference_does():
+    with pytest.raises(ValueError, match="no canonical JSON form"):
+        canonical_json({"note": "\ud800"})

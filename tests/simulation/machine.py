@@ -503,7 +503,7 @@ class CountersignMachine(RuleBasedStateMachine):
                 lease_release(lease=lease)
                 state.stage = "done"
                 return
-            if action.attempt_count == 0 and worker._already_satisfied(
+            if action.attempt_count == 0 and worker.already_satisfied(
                 action, state.tool, lease, name, POLICY
             ):
                 lease_release(lease=lease)
