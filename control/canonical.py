@@ -67,18 +67,29 @@ def jcs(value: Any) -> bytes:
 def _plain(value: Any) -> bool:
     """Whether value holds only what JCS and the C encoder write alike: None, bools, safe
     integers, strings, lists, tuples and dicts with ASCII string keys (ASCII keys sort the
-    same by UTF-16 code units, JCS's order, as by code points, Python's)."""
-    if value is None or value is True or value is False or isinstance(value, str):
-        return True
-    if isinstance(value, int):
-        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
-    if isinstance(value, dict):
-        return all(
-            isinstance(key, str) and key.isascii() and _plain(child) for key, child in value.items()
-        )
-    if isinstance(value, list | tuple):
-        return all(_plain(child) for child in value)
-    return False
+    same by UTF-16 code units, JCS's order, as by code points, Python's). A loop over a
+    stack, not a recursion: this check is the fast path's whole cost."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str or item is None or kind is bool:
+            continue
+        if kind is dict:
+            try:
+                if not "".join(item).isascii():  # a non-string key raises TypeError
+                    return False
+            except TypeError:
+                return False
+            pending.extend(item.values())
+        elif kind is list or kind is tuple:
+            pending.extend(item)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if not -_SAFE_INTEGER <= item <= _SAFE_INTEGER:
+                return False
+        elif not isinstance(item, str):  # str subclasses (enum members) are strings
+            return False
+    return True
 
 
 def intent_digest(*, tool: str, target: str, args: dict[str, Any]) -> str:

@@ -160,16 +160,42 @@ def state_document(
     }
 
 
-def _signed_part(schema_version: int, key_id: str, state: dict) -> bytes:
-    return canonical_json({"schema_version": schema_version, "key_id": key_id, "state": state})
+def _signed_part(schema_version: int, key_id: str, state: bytes) -> bytes:
+    """canonical_json({"schema_version", "key_id", "state"}) around the state's canonical
+    bytes, which are written once for both the MAC and the envelope (keys in JCS order)."""
+    return b"".join(
+        (
+            b'{"key_id":',
+            canonical_json(key_id),
+            b',"schema_version":',
+            canonical_json(schema_version),
+            b',"state":',
+            state,
+            b"}",
+        )
+    )
 
 
 def sign_state(state: dict) -> tuple[str, str]:
-    """Returns (key id, envelope text) for `state`, signed with the current key."""
+    """Returns (key id, envelope text) for `state`, signed with the current key: the
+    envelope is canonical_json({"schema_version", "key_id", "mac", "state"})."""
     key_id = signing.current_key_id()
-    key_id, mac = signing.sign(_signed_part(SCHEMA_VERSION, key_id, state))
-    envelope = {"schema_version": SCHEMA_VERSION, "key_id": key_id, "mac": mac, "state": state}
-    return key_id, canonical_json(envelope).decode()
+    state_json = canonical_json(state)
+    key_id, mac = signing.sign(_signed_part(SCHEMA_VERSION, key_id, state_json))
+    envelope = b"".join(
+        (
+            b'{"key_id":',
+            canonical_json(key_id),
+            b',"mac":',
+            canonical_json(mac),
+            b',"schema_version":',
+            canonical_json(SCHEMA_VERSION),
+            b',"state":',
+            state_json,
+            b"}",
+        )
+    )
+    return key_id, envelope.decode()
 
 
 def checkpoint_write(run: Run) -> Checkpoint:
@@ -369,7 +395,7 @@ def checkpoint_verify(
     _check_schema_version(version)
     try:
         signing.verify(
-            _signed_part(version, envelope["key_id"], envelope["state"]),
+            _signed_part(version, envelope["key_id"], canonical_json(envelope["state"])),
             kid=envelope["key_id"],
             mac=envelope["mac"],
         )

@@ -283,3 +283,19 @@ def test_a_fixture_signed_with_a_rotated_out_key_fails_once_that_key_is_removed(
     with pytest.raises(CheckpointError, match="unknown signing key") as error:
         checkpoint_verify(fixture.read_bytes())
     assert error.value.step == "mac"
+
+
+def test_the_envelope_and_its_signed_part_are_the_canonical_json_of_their_parts(waiting_run):
+    """sign_state writes the state's canonical bytes once and joins the rest around them:
+    the result must be exactly what canonical JSON of the whole says, MAC included."""
+    state = checkpoint_verify(latest_checkpoint(waiting_run).body)
+    state["goal"] = 'Ünïcode "quoted" \\ and a float 1.5e-7 ' + "\u2028"
+    state["evidence"] = {"ratio": 0.1, "big": 10**16, "ключ": [True, None]}
+    key_id, body = sign_state(state)
+
+    envelope = json.loads(body)
+    assert body.encode() == canonical_json(envelope)
+    signed = canonical_json(
+        {"schema_version": envelope["schema_version"], "key_id": key_id, "state": state}
+    )
+    signing.verify(signed, kid=key_id, mac=envelope["mac"])
