@@ -3,45 +3,43 @@
 Each claim of up to 20 actions (one per run, each under its run's lease) is split in two:
 - a **batch**: actions ready to send whose checkpoint verifies and matches the rows, on a
   tool whose unsent attempt is recovered by key with no person (it dedupes by key, can be
-  queried by key and may be retried after an unknown outcome). Their attempts begin in one
-  transaction, the calls go out one by one under one heartbeat, and every receipt is
-  recorded in one transaction (runs.execution.batch). A worker killed mid-batch leaves up to
-  20 attempts in `sending`; each is settled by key exactly as one is after any crash;
-  A first send whose tool reads the target first reads it before the batch begins;
+  queried by key and may be retried after an unknown outcome). A first send whose tool
+  reads the target first reads it; then their attempts begin in one transaction
+  (runs.execution.batch), the calls go out under one heartbeat, a connector's at most
+  `concurrency` at once (runs.execution.calls), and every receipt is recorded in one
+  transaction. A worker killed mid-batch leaves up to 20 attempts in `sending`; each is
+  settled by key exactly as one is after any crash;
 - everything else, one by one through the single protocol (runs.execution.worker): an
-  action left in flight, a compensation, a tool
-  that does not dedupe or cannot be queried (a crash there must leave at most one send in
-  doubt, as it always did), and any action whose rows, checkpoint or run need deciding.
+  action left in flight, a compensation, a tool that does not dedupe or cannot be queried
+  (a crash there must leave at most one send in doubt, as it always did), and any action
+  whose rows, checkpoint or run need deciding.
 A batch that finds a row moved since it was read keeps nothing, and its actions go one by one.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 from django.db.models import F
 
 from control.counters import count_event
-from runs.exceptions import CheckpointError, LeaseLost, StaleState
+from runs.exceptions import CheckpointError, StaleState
 from runs.execution import batch
+from runs.execution.calls import fenced, guarded, send_all
 from runs.execution.faults import fault_point
-from runs.execution.heartbeat import lease_kept
 from runs.execution.saga import is_compensation
 from runs.execution.worker import (
     already_satisfied,
     claim_ready,
     process_action,
     record_response,
-    send,
     worker_name,
 )
 from runs.models import Action, Checkpoint
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify
 from runs.record.events import LeaseToken
-from runs.services import lease_release, leases_left
 from runs.tools import errors as tool_errors
 from runs.tools.base import Tool
 from runs.tools.registry import get_tool
@@ -158,20 +156,12 @@ def _send_batch(steps: list[batch.Step], *, worker: str, policy: RetryPolicy) ->
         logger.info("worker %s: batch begin found %s; one by one", worker, moved)
         return failures + _one_by_one(_pairs(steps), worker=worker, policy=policy)
     for step in began.lost:
-        _fenced(step.lease, worker)
+        fenced(step.lease, worker)
     failures += _one_by_one(_pairs(began.left), worker=worker, policy=policy)
     if not began.begun:
         return failures
-    answered = []
-    fence = Fence([step.lease for step in began.begun])
-    with lease_kept(*(step.lease for step in began.begun)):
-        for step in began.begun:
-            failures += _guarded(
-                step.lease, step.action.pk, worker, lambda step=step: _call(step, worker, fence)
-            )
-            if step.receipt is not None:
-                answered.append(step)
-    return failures + _record(answered, worker=worker)
+    answered, call_failures = send_all(began.begun, worker=worker)
+    return failures + call_failures + _record(answered, worker=worker)
 
 
 def _read_first(steps: list[batch.Step], *, worker: str) -> tuple[list[batch.Step], list]:
@@ -190,48 +180,8 @@ def _read_first(steps: list[batch.Step], *, worker: str) -> tuple[list[batch.Ste
             sending.append(step)
             return True
 
-        failures += _guarded(step.lease, step.action.pk, worker, read)
+        failures += guarded(step.lease, step.action.pk, worker, read)
     return sending, failures
-
-
-def _call(step: batch.Step, worker: str, fence: Fence) -> bool:
-    """The step's call; False (its lease to be released) when the call's outcome was
-    recorded by the single protocol's error handling."""
-    step.receipt = send(
-        step.action,
-        step.attempt,
-        step.tool,
-        lease=step.lease,
-        worker=worker,
-        policy=step.policy,
-        fence=fence.check,
-    )
-    return step.receipt is not None
-
-
-class Fence:
-    """The lease check before each call of a batch, from one read for many calls.
-
-    A lease read as held with `s` seconds left by the database's clock cannot be taken over
-    for those `s` seconds: no worker may claim it before it expires. So a call made within
-    half that time of the read (measured on this process's monotonic clock, which runs on
-    while the process is stopped) is fenced by it; past that, the batch's leases are read
-    again. A worker paused or cut off for longer therefore reads again before its next call,
-    and stops there if its lease moved on, as with a read before every call."""
-
-    def __init__(self, leases: list[LeaseToken]) -> None:
-        self.leases = leases
-        self.held: set[str] = set()
-        self.until = 0.0
-
-    def check(self, lease: LeaseToken) -> None:
-        if time.monotonic() >= self.until:
-            read_at = time.monotonic()
-            left = leases_left(self.leases)
-            self.held = set(left)
-            self.until = read_at + min(left.values(), default=0) / 2
-        if lease.run_id not in self.held:
-            raise LeaseLost(f"lease v{lease.version} on run {lease.run_id} is no longer held")
 
 
 def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:
@@ -243,7 +193,7 @@ def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:
         logger.info("worker %s: batch receipts found %s; one by one", worker, moved)
         failures = []
         for step in answered:
-            failures += _guarded(
+            failures += guarded(
                 step.lease,
                 step.action.pk,
                 worker,
@@ -253,7 +203,7 @@ def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:
             )
         return failures
     for step in lost:
-        _fenced(step.lease, worker)
+        fenced(step.lease, worker)
     lost_runs = {step.lease.run_id for step in lost}
     for step in answered:
         if step.lease.run_id not in lost_runs:
@@ -269,7 +219,7 @@ def _one_by_one(claims, *, worker: str, policy: RetryPolicy) -> list[Exception]:
     """The single protocol for each (action pk, lease) of `claims`."""
     failures = []
     for action_pk, lease in claims:
-        failures += _guarded(
+        failures += guarded(
             lease,
             action_pk,
             worker,
@@ -278,24 +228,3 @@ def _one_by_one(claims, *, worker: str, policy: RetryPolicy) -> list[Exception]:
             ),
         )
     return failures
-
-
-def _guarded(lease: LeaseToken, action_pk, worker: str, work: Callable[[], bool | None]) -> list:
-    """Runs `work` for one action. Fenced out (LeaseLost): nothing more is written, the new
-    owner settles it. Anything else raised is logged, the lease goes back, and it is
-    returned. `work` returning False means the lease is still ours to release."""
-    try:
-        if work() is False:
-            lease_release(lease=lease)
-    except LeaseLost:
-        _fenced(lease, worker)
-    except Exception as error:
-        logger.exception("worker %s: action %s raised", worker, action_pk)
-        lease_release(lease=lease)
-        return [error]
-    return []
-
-
-def _fenced(lease: LeaseToken, worker: str) -> None:
-    logger.warning("worker %s lost the lease on run %s", worker, lease.run_id)
-    count_event("fencing_rejections")

@@ -50,6 +50,9 @@ class Tool(ABC):
     kind: ClassVar[str] = "python"
     # One line for the people who approve and reconcile its intents.
     description: ClassVar[str] = ""
+    # How many calls of this tool's connector one worker may have out at once within a
+    # batch (runs.execution.drain); 1 sends them one after another.
+    concurrency: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -140,3 +140,23 @@ def test_a_python_connector_names_a_tool_class_of_that_name(tmp_path):
     assert "is named 'bench.noop', not 'bench.nothing'" in refusal(tmp_path, wrong)
     missing = text.replace("BenchNoop", "Missing")
     assert "field 'class': cannot be imported" in refusal(tmp_path, missing)
+
+
+def test_a_connectors_concurrency_reaches_its_tools_and_is_bounded(tmp_path):
+    [tool] = connector_tools(
+        tmp_path, desk(connector='base_url = "https://desk.example/api"\nconcurrency = 8')
+    )
+    assert tool.concurrency == 8
+    [default] = connector_tools(tmp_path, desk())
+    assert default.concurrency == 1
+    for value, words in (("0", "must be an integer >= 1"), ("65", "must be at most 64")):
+        text = desk(connector=f'base_url = "https://desk.example/api"\nconcurrency = {value}')
+        assert f"field 'concurrency': {words}" in refusal(tmp_path, text)
+
+
+def test_only_http_and_smtp_connectors_send_calls_at_once(tmp_path):
+    text = (
+        '[connectors.git]\nkind = "mcp"\ncommand = ["mcp-server-git"]\nconcurrency = 2\n\n'
+        '[connectors.git.tools.commit]\ncontract_version = "v1"\neffect_class = "reconcilable"\n'
+    )
+    assert "only http and smtp connectors send calls at once" in refusal(tmp_path, text)

@@ -80,6 +80,7 @@ class ConnectorSpec:
     file: str
     description: str
     secrets: Secrets
+    concurrency: int = 1
 
 
 @dataclass(frozen=True)

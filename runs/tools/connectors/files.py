@@ -28,6 +28,12 @@ KINDS: dict[str, KindBuilder] = {
     "smtp": smtp_kind.connection,
 }
 
+# Calls one worker may have out at once to one connector (`concurrency`): each is a thread
+# and a request. The kinds whose calls are independent requests; an mcp upstream is one
+# session, a python class decides for itself (Tool.concurrency).
+MAX_CONCURRENCY = 64
+CONCURRENT_KINDS = ("http", "smtp")
+
 
 def load_files(paths: list[str], *, environ: Mapping[str, str]) -> list[Any]:
     """Every tool the files define; ConnectorError at the first problem."""
@@ -82,6 +88,7 @@ def _load_connector(
         file=file_where.file,
         description=fields.string("description", ""),
         secrets=secrets,
+        concurrency=_concurrency(fields, kind),
     )
     tool_tables = fields.table("tools")
     build_tool = KINDS[kind](spec, fields)
@@ -95,6 +102,17 @@ def _load_connector(
         built.append(build_tool(label, tool_fields, raw["tools"][label]))
         tool_fields.done()
     return built
+
+
+def _concurrency(fields: Fields, kind: str) -> int:
+    concurrency = fields.integer("concurrency", 1, minimum=1)
+    if concurrency > MAX_CONCURRENCY:
+        raise fields.error("concurrency", f"must be at most {MAX_CONCURRENCY}")
+    if concurrency > 1 and kind not in CONCURRENT_KINDS:
+        raise fields.error(
+            "concurrency", f"only {' and '.join(CONCURRENT_KINDS)} connectors send calls at once"
+        )
+    return concurrency
 
 
 def _expand(value: Any, where: Where, environ: Mapping[str, str], secrets: Secrets) -> Any:
