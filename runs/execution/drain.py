@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.db import IntegrityError
 from django.db.models import F
 
 from control.counters import count_event
@@ -48,6 +49,10 @@ from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
 logger = logging.getLogger(__name__)
 Status = Action.Status
 CLAIM_SIZE = 20
+# What a batch's transaction raises when a row moved since the batch read it (or another
+# writer got there first, as with a reconciler's receipt): it keeps nothing, and each of
+# its actions is then decided one by one, as the single protocol always did.
+MOVED = (StaleState, IntegrityError)
 
 
 def drain(
@@ -152,7 +157,7 @@ def _send_batch(steps: list[batch.Step], *, worker: str, policy: RetryPolicy) ->
         fault_point("before_send", action_pk=step.action.pk)
     try:
         began = batch.attempts_begin(steps, worker=worker)
-    except StaleState as moved:
+    except MOVED as moved:
         logger.info("worker %s: batch begin found %s; one by one", worker, moved)
         return failures + _one_by_one(_pairs(steps), worker=worker, policy=policy)
     for step in began.lost:
@@ -189,7 +194,7 @@ def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:
         return []
     try:
         lost = batch.receipts_record(answered, worker=worker)
-    except StaleState as moved:
+    except MOVED as moved:
         logger.info("worker %s: batch receipts found %s; one by one", worker, moved)
         failures = []
         for step in answered:

@@ -20,11 +20,11 @@ from runs.exceptions import StaleState
 from runs.execution import batch
 from runs.execution.drain import drain, process_claims
 from runs.execution.worker import claim_ready
-from runs.models import Action, Approval, Attempt, Checkpoint, Lease, Receipt
+from runs.models import Action, Approval, Attempt, Checkpoint, Lease, Receipt, Run
 from runs.record.checkpoints import build_state, checkpoint_verify, checkpoint_write, sign_state
 from runs.record.verification import run_verify
-from runs.services import lease_claim
-from runs.tools.registry import get_tool, unregister_tool
+from runs.services import lease_claim, run_cancel
+from runs.tools.registry import get_tool, register_tool, unregister_tool
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
@@ -159,3 +159,47 @@ def test_a_row_moved_after_it_was_read_keeps_nothing_of_the_batch(noop_tool):
     assert process_claims(claims, worker="batch-worker") == []
     statuses = [Action.objects.get(pk=a.pk).status for a in actions]
     assert statuses == ["succeeded", "succeeded", "succeeded", "cancelled"]
+
+
+class CancellingNoop(BenchNoop):
+    """The no-op, except that while its call for `target` is out, an operator cancels that
+    call's run: the batch's receipts then find a run moved since the batch read it."""
+
+    name = "bench.cancelling"
+    target = ""
+
+    def execute(self, call, *, timeout):
+        if call.target == type(self).target:
+            run = Run.objects.get(actions__idempotency_key=call.idempotency_key)
+            run_cancel(run=run, reason="the customer called", actor="operator")
+        return super().execute(call, timeout=timeout)
+
+
+def test_a_run_cancelled_while_its_write_is_out_keeps_the_receipt_and_its_phase():
+    tool = CancellingNoop()
+    register_tool(tool)
+    try:
+        tenant = make_tenant()
+        operator = make_user(tenant, "operator")
+        actions = []
+        for number in range(3):
+            action = make_action(
+                make_run(tenant), tool="bench.cancelling", target=f"noop-{number}", args={}
+            )
+            approve(action, operator)
+            actions.append(action)
+        CancellingNoop.target = "noop-1"
+
+        assert drain(worker="batch-worker") == 3
+    finally:
+        unregister_tool(tool)
+
+    # The batch's receipts found the cancelled run moved and kept nothing; one by one,
+    # every write that went out has its receipt, and the cancelled run stays cancelled.
+    assert Receipt.objects.filter(action__in=actions).count() == 3
+    for action in actions:
+        action.refresh_from_db()
+        action.run.refresh_from_db()
+        assert action.status == "succeeded"
+        assert run_verify(action.run) == []
+    assert [a.run.phase for a in actions] == ["running", "cancelled", "running"]
