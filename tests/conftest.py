@@ -1,5 +1,6 @@
 """Shared fixtures for the whole suite: real worker processes, the sandbox over HTTP, Redis,
-and the bench's no-op and read tools registered for one test."""
+and the bench's no-op and read tools (and a no-op that cannot be queried) registered for
+one test."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 from runs.services.definitions import forget_confirmed_definitions
 from tests.git_upstream import GIT_CONNECTOR
 from tests.processes import Workers, redis_queue, sandbox, workers
-from tests.registry import noop_tool, read_tool
+from tests.registry import blind_tool, noop_tool, read_tool
 
-__all__ = ["noop_tool", "read_tool", "redis_queue", "sandbox", "workers"]
+__all__ = ["blind_tool", "noop_tool", "read_tool", "redis_queue", "sandbox", "workers"]
 
 
 @pytest.fixture(autouse=True)

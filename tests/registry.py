@@ -40,6 +40,21 @@ def noop_tool() -> Iterator[Tool]:
         yield tool
 
 
+class BlindNoop(BenchNoop):
+    """The no-op on a system that cannot be asked what it did (no query by key): a send
+    whose outcome is unknown stays in doubt until a person decides."""
+
+    name = "blind.noop"
+    description = "Does nothing, once per key; cannot be queried by key."
+    queryable_by_key = False
+
+
+@pytest.fixture
+def blind_tool() -> Iterator[Tool]:
+    with registered(BlindNoop()) as tool:
+        yield tool
+
+
 @pytest.fixture
 def read_tool() -> Iterator[Tool]:
     with registered(BenchRead()) as tool:

@@ -65,14 +65,14 @@ def test_every_management_command_keeps_its_name():
     same_as_saved("commands.txt", "\n".join(sorted(get_commands())) + "\n")
 
 
-def test_the_metrics_and_the_stored_job_paths_are_unchanged(settings, noop_tool):
+def test_the_metrics_and_the_stored_job_paths_are_unchanged(settings, blind_tool):
     """One scenario that writes every kind of outbox row: a proposal (notify approvers), an
     approval (execute), a write in doubt (open a case); then one scrape of /metrics."""
     settings.COUNTERSIGN_METRICS_TOKEN = "a-long-random-metrics-token"
     tenant = make_tenant("interfaces")
     operator = make_user(tenant, "operator", username="interfaces-operator")
     make_action(make_run(tenant), target="ticket-3")
-    action = make_action(make_run(tenant), tool="bench.noop", target="item-1", args={"n": 1})
+    action = make_action(make_run(tenant), tool="blind.noop", target="item-1", args={"n": 1})
     approve(action, operator)
     dead = lease_claim(run_id=action.run_id, owner="worker-a")
     protocol.attempt_begin(action_pk=action.pk, lease=dead, worker="worker-a")

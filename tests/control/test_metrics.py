@@ -114,10 +114,10 @@ def test_pending_approvals_and_the_approval_latency_histogram_come_from_the_rows
 
 
 def test_a_takeover_of_a_dead_workers_write_counts_as_a_lease_steal_and_an_uncertain_backlog(
-    metrics_token, noop_tool
+    metrics_token, blind_tool
 ):
     tenant = make_tenant()
-    action = make_action(make_run(tenant), tool="bench.noop", target="item-1", args={"n": 1})
+    action = make_action(make_run(tenant), tool="blind.noop", target="item-1", args={"n": 1})
     approve(action, make_user(tenant, "operator"))
     dead = lease_claim(run_id=action.run_id, owner="worker-a")
     protocol.attempt_begin(action_pk=action.pk, lease=dead, worker="worker-a")
@@ -138,7 +138,7 @@ def test_a_takeover_of_a_dead_workers_write_counts_as_a_lease_steal_and_an_uncer
 
     assert sample(after_claim, "countersign_lease_steals_total") == 1
     assert sample(settled, "countersign_lease_steals_total") == 1
-    assert sample(settled, "countersign_uncertain_actions", tool="bench.noop") == 1
+    assert sample(settled, "countersign_uncertain_actions", tool="blind.noop") == 1
     assert sample(settled, "countersign_uncertain_oldest_age_seconds") >= 0
     assert (
         sample(

@@ -72,7 +72,7 @@ def rollup_counts(found: Totals | None = None) -> dict[str, dict[tuple[str, str]
 
 
 @pytest.fixture
-def history(noop_tool):
+def history(noop_tool, blind_tool):
     """A little of everything the rollup counts, each reached the way production does."""
     tenant = make_tenant()
     operator = make_user(tenant, "operator")
@@ -90,7 +90,7 @@ def history(noop_tool):
     Action.objects.filter(pk=lapsed.pk).update(expires_at=lapsed.created_at)
     lapsed.refresh_from_db()
     assert approval_expire(action=lapsed)
-    doubtful = make_action(make_run(tenant), tool="bench.noop", target="item-9", args={"n": 9})
+    doubtful = make_action(make_run(tenant), tool="blind.noop", target="item-9", args={"n": 9})
     approve(doubtful, operator)
     case = make_uncertain_with_case(doubtful)
     # Every probe made due at once: none can prove anything, so the case waits for a person.

@@ -13,7 +13,6 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.commits import counting_transactions
-from bench.measure import ensure_bench_tool
 from bench.tools import BenchNoop
 from control.models import Membership
 from runs.exceptions import StaleState
@@ -29,13 +28,6 @@ from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def noop_tool():
-    ensure_bench_tool()
-    yield
-    unregister_tool(BenchNoop())
 
 
 def _approved_noops(count: int) -> list[Action]:
