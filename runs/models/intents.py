@@ -186,6 +186,20 @@ class Action(models.Model):
                 condition=Q(status="waiting_approval"),
                 name="action_approval_queue",
             ),
+            # The inbox's proposer list and its count of waiting requests read this index
+            # alone (index-only scans), never the tenant's decided history; `plan` is here
+            # for the count, which leaves plans' items out.
+            models.Index(
+                fields=["tenant", "proposed_by", "plan"],
+                condition=Q(status="waiting_approval"),
+                name="action_waiting_proposer",
+            ),
+            # The inbox's expired section: the latest expiries first, without the rest.
+            models.Index(
+                fields=["tenant", "expires_at"],
+                condition=Q(status="expired"),
+                name="action_expired_recent",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -26,7 +26,7 @@ from runs import selectors, services
 from runs.decision_links import LinkClaims, LinkRefused, decision_link_read
 from runs.exceptions import LinkUsed, RunsError
 from runs.models import Action, Plan
-from runs.pages.forms import PRESET_REASONS, ApproveForm, RejectForm
+from runs.pages.forms import PRESET_OPTIONS, ApproveForm, RejectForm
 from runs.pages.presenters import MISSING_BINDING, InboxItem, Outcome, refusal
 
 PAGE = "runs/action_decide_by_link.html"
@@ -129,7 +129,7 @@ def _page(request, target, *, needs_login, outcome=None, reject_form=None, statu
         "needs_login": needs_login,
         "login_url": f"{reverse('login')}?next={request.get_full_path()}",
         "reject_form": reject_form or RejectForm(),
-        "preset_reasons": PRESET_REASONS,
+        "preset_options": PRESET_OPTIONS,
         "decided": outcome is not None and outcome.ok,
         "outcome": outcome,
     }

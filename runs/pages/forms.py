@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django import forms
 from django.core.validators import validate_email
+from django.utils.html import format_html_join
 
 from runs.models import Action, Run
 from runs.tools.errors import ToolError
@@ -25,6 +26,10 @@ PRESET_REASONS = (
     "Already done another way",
     "Outside this run's goal",
     "Not now: ask again later",
+)
+# The reasons as a select's options, escaped once: every item in the inbox repeats them.
+PRESET_OPTIONS = format_html_join(
+    "", "<option>{}</option>", ((reason,) for reason in PRESET_REASONS)
 )
 
 

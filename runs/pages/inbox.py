@@ -30,7 +30,7 @@ from runs import selectors, services
 from runs.exceptions import RunsError
 from runs.models import Action
 from runs.pages.forms import (
-    PRESET_REASONS,
+    PRESET_OPTIONS,
     ApproveForm,
     BulkForm,
     EditArgumentsForm,
@@ -72,8 +72,9 @@ def _inbox_context(request: HttpRequest, query) -> dict:
         if page.next_cursor
         else "",
         "list_url": with_query(reverse("inbox"), query),
+        "inbox_url": reverse("inbox"),
         "can_decide": can_decide(request),
-        "preset_reasons": PRESET_REASONS,
+        "preset_options": PRESET_OPTIONS,
         "refreshed_at": timezone.now(),
     }
 
@@ -105,7 +106,12 @@ def _item_response(
     if request.htmx:
         fresh = selectors.action_by_id(action.pk, tenant=request.tenant)
         item = inbox_items(request, [fresh], outcome)[0]
-        context = {"item": item, "can_decide": True, "preset_reasons": PRESET_REASONS}
+        context = {
+            "item": item,
+            "can_decide": True,
+            "preset_options": PRESET_OPTIONS,
+            "inbox_url": reverse("inbox"),
+        }
         return render(request, f"{INBOX}#item", context, status=status)
     level = messages.SUCCESS if outcome.ok else messages.ERROR
     label = f"{action.tool} {action.target}: {outcome.title}"

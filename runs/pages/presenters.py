@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import unicodedata
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import Truncator
+from django.utils.timesince import timeuntil
 
 from control.web import (
     compact_json,
@@ -126,18 +131,79 @@ class IntentText:
         return lookalikes(self.args_json)
 
 
+class PathsById:
+    """Paths of URL names taking one id, for many ids: reverse() once per name with a stand-in
+    id, then each id put in its place. An inbox page needs ~250 such paths, and each reverse()
+    costs ~30 µs (7 ms a page)."""
+
+    STAND_IN = str(uuid.UUID(int=0))
+
+    def __init__(self) -> None:
+        self._patterns: dict[str, str] = {}
+
+    def __call__(self, name: str, pk: uuid.UUID) -> str:
+        if name not in self._patterns:
+            self._patterns[name] = reverse(name, args=[self.STAND_IN])
+        return self._patterns[name].replace(self.STAND_IN, str(pk))
+
+
+@dataclass(frozen=True)
+class Countdown:
+    """A waiting request's expiry as the inbox prints it (in the current time zone, as the
+    template filters `date` and `timeuntil` would, at a fifth of their cost)."""
+
+    iso: str  # |date:"c"
+    stamp: str  # |date:"Y-m-d H:i:s T"
+    left: str  # |timeuntil:now
+
+    @classmethod
+    def of(cls, expires_at: datetime | None, now: datetime) -> Countdown | None:
+        if expires_at is None:
+            return None
+        local = timezone.localtime(expires_at)
+        # As `date` does, no zone name for a wall time that a clock change makes ambiguous.
+        ambiguous = local.replace(fold=not local.fold).utcoffset() != local.utcoffset()
+        stamp = f"{local:%Y-%m-%d %H:%M:%S} {'' if ambiguous else local.tzname()}"
+        return cls(local.isoformat(), stamp, timeuntil(expires_at, now))
+
+
+def truncated(text: str, length: int) -> str:
+    """What `|truncatechars:length` prints, without its walk over every character when the
+    text is short enough: it returns the text NFC-normalized then, and so does this."""
+    normal = unicodedata.normalize("NFC", text)
+    return normal if len(normal) <= length else Truncator(text).chars(length)
+
+
+ITEM_URL_NAMES = {
+    "approve": "inbox_approve",
+    "edit": "inbox_edit",
+    "reject": "inbox_reject",
+    "ask_again": "inbox_ask_again",
+}
+
+
 @dataclass
 class InboxItem(IntentText):
-    """One request as the operator judges it; every value a template needs, computed here."""
+    """One request as the operator judges it; every value a template needs, computed here
+    once (an inbox page renders 70 of them: each lookup and filter counts)."""
 
     action: Action
     now: datetime
     user_pk: int | None
     outcome: Outcome | None = None
+    paths: PathsById = field(default_factory=PathsById, repr=False, compare=False)
 
     @cached_property
     def run(self) -> Run:
         return self.action.run
+
+    @cached_property
+    def pk(self) -> str:
+        return str(self.action.pk)
+
+    @cached_property
+    def goal_text(self) -> str:
+        return truncated(self.run.goal, 160)
 
     @cached_property
     def plan_text(self) -> str:
@@ -155,8 +221,12 @@ class InboxItem(IntentText):
         return max(self.run.budget_limit - self.run.budget_used, 0)
 
     @cached_property
+    def approvals(self) -> list[Approval]:
+        return list(self.action.approvals.all())
+
+    @cached_property
     def grants(self) -> list[Approval]:
-        return [a for a in self.action.approvals.all() if a.decision == Approval.Decision.APPROVE]
+        return [a for a in self.approvals if a.decision == Approval.Decision.APPROVE]
 
     @property
     def missing_approvals(self) -> int:
@@ -164,13 +234,13 @@ class InboxItem(IntentText):
 
     @cached_property
     def mine(self) -> Approval | None:
-        return next((a for a in self.action.approvals.all() if a.approver_id == self.user_pk), None)
+        return next((a for a in self.approvals if a.approver_id == self.user_pk), None)
 
-    @property
+    @cached_property
     def waiting(self) -> bool:
         return self.action.status == Action.Status.WAITING_APPROVAL
 
-    @property
+    @cached_property
     def expired(self) -> bool:
         return self.action.status == Action.Status.EXPIRED or (
             self.waiting
@@ -178,7 +248,7 @@ class InboxItem(IntentText):
             and self.action.expires_at <= self.now
         )
 
-    @property
+    @cached_property
     def decidable(self) -> bool:
         return self.waiting and not self.expired and self.mine is None
 
@@ -193,10 +263,21 @@ class InboxItem(IntentText):
     def selection(self) -> str:
         return f"{self.action.pk}/{self.action.base_version}/{self.action.intent_digest}"
 
+    @cached_property
+    def countdown(self) -> Countdown | None:
+        return Countdown.of(self.action.expires_at, self.now)
+
+    @cached_property
+    def urls(self) -> dict[str, str]:
+        """Where the item's forms post and its links lead."""
+        urls = {key: self.paths(name, self.action.pk) for key, name in ITEM_URL_NAMES.items()}
+        urls["run"] = self.paths("run_detail", self.run.pk)
+        return urls
+
 
 def inbox_items(request: HttpRequest, actions, outcome: Outcome | None = None) -> list[InboxItem]:
-    now = timezone.now()
-    return [InboxItem(action, now, request.user.pk, outcome) for action in actions]
+    now, paths = timezone.now(), PathsById()
+    return [InboxItem(action, now, request.user.pk, outcome, paths) for action in actions]
 
 
 def sentence(text: str) -> str:

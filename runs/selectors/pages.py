@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 
@@ -129,9 +130,31 @@ def inbox_expired(*, tenant: Tenant, filters: InboxFilters) -> list[Action]:
     return list(rows.filter(~Exists(later)).order_by("-expires_at", "pk")[:EXPIRED_SHOWN])
 
 
+# A loose index scan of action_waiting_proposer: each step asks the index for the next name
+# after the last one, so the list costs one probe per proposer, however many requests wait
+# (SELECT DISTINCT reads every waiting request: 4 ms at 10,000). Django has no recursive CTE.
+_PROPOSERS_SQL = """
+WITH RECURSIVE proposer (name) AS (
+    SELECT MIN(proposed_by) FROM {table} WHERE tenant_id = %s AND status = %s
+  UNION ALL
+    SELECT (
+        SELECT MIN(proposed_by) FROM {table}
+        WHERE tenant_id = %s AND status = %s AND proposed_by > proposer.name
+    )
+    FROM proposer WHERE proposer.name IS NOT NULL
+)
+SELECT name FROM proposer WHERE name IS NOT NULL
+"""
+
+
 def inbox_proposers(*, tenant: Tenant) -> list[str]:
-    rows = Action.objects.filter(tenant=tenant, status=Action.Status.WAITING_APPROVAL)
-    return list(rows.order_by("proposed_by").values_list("proposed_by", flat=True).distinct())
+    """Who proposed the requests waiting in this tenant (plans' items too), by name."""
+    sql = _PROPOSERS_SQL.format(table=connection.ops.quote_name(Action._meta.db_table))
+    tenant_id = Action._meta.get_field("tenant").get_db_prep_value(tenant.pk, connection)
+    waiting = (tenant_id, Action.Status.WAITING_APPROVAL.value)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*waiting, *waiting])  # the first name's, then each next one's
+        return [name for (name,) in cursor.fetchall()]
 
 
 def action_by_id(action_pk, *, tenant: Tenant) -> Action | None:
