@@ -151,7 +151,7 @@ def test_a_python_tool_is_listed_with_its_kind(operator_client):
 
     noop = card(page, "bench.noop")
     assert fact(noop, "Connector") == "bench · python"
-    assert "Dedupes by key, cannot be queried." in noop
+    assert "Dedupes by key, can be queried by key." in noop
     assert "Does nothing, once per key" in noop
 
 
