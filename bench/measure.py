@@ -38,7 +38,7 @@ from control.models import Tenant
 from control.queues import execution_queue
 from control.services import member_add, tenant_create
 from runs.execution.drain import drain
-from runs.models import OPEN_ACTION_STATUSES, Action, OutboxMessage
+from runs.models import OPEN_ACTION_STATUSES, Action, Checkpoint, OutboxMessage
 from runs.record.outbox import relay
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import get_tool, register_tool
@@ -239,11 +239,30 @@ def measure_commit_ceiling(*, count: int) -> float:
 
 
 @dataclass
+class PreparedDatabase:
+    autovacuum: str  # the server's setting, "on" or "off"
+    seconds: float  # VACUUM ANALYZE of the whole database
+
+
+def database_prepare() -> PreparedDatabase:
+    """VACUUM ANALYZE the bench's database before measuring: where autovacuum is off (as on
+    this project's machine), the planner would otherwise see the tables as the last session
+    left them. Returns the autovacuum setting, which the table reports."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        (autovacuum,) = cursor.fetchone()
+        started = time.perf_counter()
+        cursor.execute("VACUUM ANALYZE")
+    return PreparedDatabase(autovacuum=autovacuum, seconds=time.perf_counter() - started)
+
+
+@dataclass
 class CommitsResult:
     actions: int
     transactions: int
     writes: int
     statements: int
+    checkpoints: int  # signed during the drain
 
     @property
     def writes_per_action(self) -> float:
@@ -257,6 +276,10 @@ class CommitsResult:
     def statements_per_action(self) -> float:
         return self.statements / self.actions
 
+    @property
+    def checkpoints_per_action(self) -> float:
+        return self.checkpoints / self.actions
+
 
 def measure_commits_per_action(*, count: int) -> CommitsResult:
     """Drains `count` approved intents in this process, counting every transaction."""
@@ -265,6 +288,8 @@ def measure_commits_per_action(*, count: int) -> CommitsResult:
     bench = make_bench_tenant("commits")
     seed_approved(bench, count)
     queue().empty()  # the jobs would only repeat the drain below
+    checkpoints = Checkpoint.objects.filter(run__tenant=bench.tenant)
+    checkpoints_before = checkpoints.count()
     with counting_transactions() as counted:
         done = 0
         while done < count:
@@ -275,7 +300,13 @@ def measure_commits_per_action(*, count: int) -> CommitsResult:
     succeeded = Action.objects.filter(tenant=bench.tenant, status="succeeded").count()
     if succeeded != count:
         raise RuntimeError(f"only {succeeded} of {count} intents succeeded in the drain")
-    return CommitsResult(count, counted.transactions, counted.writes, counted.statements)
+    return CommitsResult(
+        count,
+        counted.transactions,
+        counted.writes,
+        counted.statements,
+        checkpoints=checkpoints.count() - checkpoints_before,
+    )
 
 
 @dataclass

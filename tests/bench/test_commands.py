@@ -20,6 +20,7 @@ from bench.measure import (
     NOOP_JOB,
     ensure_bench_tool,
     make_bench_tenant,
+    measure_commits_per_action,
     measure_pages,
     queue_clear,
     queue_idle,
@@ -184,6 +185,16 @@ def test_a_transaction_with_writes_counts_once_and_autocommit_reads_count_as_rea
     assert counted.writes == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_commits_measure_counts_the_checkpoints_the_drain_signed(redis_queue, noop_tool):
+    measured = measure_commits_per_action(count=6)
+
+    # One claim, one batch: its attempts begin in one transaction, its receipts in another,
+    # and each run gets a checkpoint at each (attempt started, action succeeded).
+    assert measured.checkpoints == 12
+    assert measured.writes_per_action <= 0.5, measured
+
+
 @pytest.mark.django_db
 def test_seed_volume_seeds_runs_that_verify_and_pages_stay_at_a_fixed_query_count():
     out = io.StringIO()
@@ -237,6 +248,8 @@ def test_the_bench_command_measures_each_section_at_a_tiny_size(redis_queue, noo
         "writes / bare RQ jobs, 1 worker(s)",
         "single-row commits/s",
         "write commits per action",
+        "checkpoints signed per action",
+        "VACUUM ANALYZE before measuring",
         "approval-to-dispatch p99",
         "worker RSS",
         "/inbox/ queries",
