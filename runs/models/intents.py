@@ -194,6 +194,22 @@ class Action(models.Model):
                 condition=Q(status="waiting_approval"),
                 name="action_waiting_proposer",
             ),
+            # A checkpoint's open intents (the next one, or a stopped run's in doubt), in
+            # order, without reading the run's settled history: flat in a run's length.
+            models.Index(
+                fields=["run", "position", "created_at"],
+                condition=Q(
+                    status__in=[
+                        "waiting_approval",
+                        "approved",
+                        "in_flight",
+                        "retry_wait",
+                        "needs_attention",
+                        "uncertain",
+                    ]
+                ),
+                name="action_open_by_run",
+            ),
             # The inbox's expired section: the latest expiries first, without the rest.
             models.Index(
                 fields=["tenant", "expires_at"],
