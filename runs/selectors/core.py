@@ -113,14 +113,22 @@ def ready_actions() -> QuerySet[Action]:
     partial index (action_ready_queue), however many actions the table holds. A plan's item
     is ready only once every item before it is settled: its items go one at a time, in
     order, and one in doubt holds back the rest."""
+    # Asked only of a plan's items, and of their run's open intents (a plan's items are all
+    # of its run): as `plan IS NULL OR NOT EXISTS` it stays a subplan that single intents
+    # never run and an item runs over action_open_by_run. As a bare NOT EXISTS it became an
+    # anti-join, which a planner whose statistics predate a burst of approvals ran against
+    # every open intent for every candidate (30 ms a claim at 5,000 ready, 0.7 ms now).
     earlier_open = Action.objects.filter(
+        run_id=OuterRef("run_id"),
         plan_id=OuterRef("plan_id"),
         position__lt=OuterRef("position"),
         status__in=OPEN_ACTION_STATUSES,
     )
     return Action.objects.filter(
-        status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT], next_attempt_at__lte=Now()
-    ).exclude(Exists(earlier_open))
+        Q(plan__isnull=True) | ~Exists(earlier_open),
+        status__in=[Action.Status.APPROVED, Action.Status.RETRY_WAIT],
+        next_attempt_at__lte=Now(),
+    )
 
 
 def orphaned_actions() -> QuerySet[Action]:
