@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.db.models.functions import Now
 
 from control.audit import audit_record
@@ -329,8 +330,12 @@ def plan_revise(
     Action.objects.filter(pk__in=[item.pk for item in dropped]).update(
         status=Status.CANCELLED, decision_reason=note, updated_at=Now()
     )
+    # Moved past every old position first: PostgreSQL checks (plan, position) row by row
+    # within a statement, in whatever order it meets the rows, so numbering 1, 2 as 0, 1
+    # directly meets a 1 not yet moved.
     Action.objects.filter(pk__in=[item.pk for item in kept]).update(
         plan=revised,
+        position=F("position") + len(items),
         base_version=revised.base_version,
         base_event_seq=revised.base_event_seq,
         updated_at=Now(),

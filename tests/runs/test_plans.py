@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.db.models.functions import Now
 
 from control.canonical import canonical_json, content_hash
 from reconciliation.services import case_resolve
@@ -294,6 +295,28 @@ def test_a_revision_is_refused_after_a_decision_began_or_when_it_would_drop_ever
     with pytest.raises(InvalidTransition, match="already decided"):
         revise(everything[:1])
     assert Plan.objects.count() == 1
+
+
+def test_dropping_intents_of_a_long_plan_numbers_the_rest_again_whatever_order_rows_come_in():
+    tenant = make_tenant()
+    plan = proposed(tenant, count=40)
+    dropped = items(plan)[:3]
+    # Rewritten last to first, the rows lie in the table in reverse: a statement that scans
+    # them meets the highest positions first.
+    for item in reversed(items(plan)):
+        Action.objects.filter(pk=item.pk).update(updated_at=Now())
+
+    revised = plan_revise(
+        plan=plan,
+        editor=make_user(tenant, "operator"),
+        drop=[str(item.pk) for item in dropped],
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+        reason="three of them were told already",
+    )
+
+    kept = [(a.action_id, a.position) for a in items(revised)]
+    assert kept == [(f"notify-{n}", n - 4) for n in range(4, 41)]
 
 
 def test_dropping_the_first_intent_leaves_the_new_version_a_first_one_to_tell_people_about():
