@@ -100,7 +100,9 @@ def setup_steps(passwords: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
             *("--tenant", DEMO_TENANT),
             *("--username", username),
             *("--role", username),
-            *("--password", passwords[username]),
+            # One argument: a generated password may begin with "-", which argparse would
+            # read as an option.
+            f"--password={passwords[username]}",
         )
         steps.append((f"user {username}", add_member))
     return steps

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from control.management.commands.addmember import Command as AddMember
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEMO_SCRIPT = BASE_DIR / "scripts" / "demo.py"
 START_TIMEOUT_SECONDS = 180
@@ -246,3 +248,15 @@ def test_supervisor_lets_a_one_shot_child_finish_and_runs_on_until_asked_to_stop
         assert [spec.name for spec, _ in supervisor.running] == ["worker"]
     finally:
         supervisor.stop_all()
+
+
+def test_a_generated_password_that_begins_with_a_dash_still_reaches_addmember():
+    passwords = {username: f"-{username}-x" for username in demo.DEMO_USERS}
+    command = list(dict(demo.setup_steps(passwords))["user reconciler"])
+    arguments = command[command.index("addmember") + 1 :]
+
+    parser = AddMember().create_parser("manage.py", "addmember")
+    options = parser.parse_args(arguments)  # exits (SystemExit) on "expected one argument"
+
+    assert options.password == "-reconciler-x"
+    assert options.username == "reconciler"
