@@ -73,6 +73,11 @@ class ToolDefinition(models.Model):
         return f"{self.tool} {self.contract_version} ({self.digest})"
 
 
+# An intent not settled yet: waiting, about to be sent or out, or held for a person. The
+# constraints and indexes below name them; OPEN_ACTION_STATUSES is the same set.
+_OPEN = ["waiting_approval", "approved", "in_flight", "retry_wait", "needs_attention", "uncertain"]
+
+
 class Action(models.Model):
     """A frozen intent. Tool, target, args, key and digest never change after insert;
     "edit and approve" creates a new Action under a derived logical id instead."""
@@ -141,17 +146,7 @@ class Action(models.Model):
             # (runs.services.plans): either way its writes are ordered.
             models.UniqueConstraint(
                 fields=["run"],
-                condition=Q(
-                    status__in=[
-                        "waiting_approval",
-                        "approved",
-                        "in_flight",
-                        "retry_wait",
-                        "needs_attention",
-                        "uncertain",
-                    ],
-                    plan__isnull=True,
-                ),
+                condition=Q(status__in=_OPEN, plan__isnull=True),
                 name="action_one_open_per_run",
             ),
             # Whatever a run holds, one write at a time is sent or in doubt.
@@ -198,16 +193,7 @@ class Action(models.Model):
             # order, without reading the run's settled history: flat in a run's length.
             models.Index(
                 fields=["run", "position", "created_at"],
-                condition=Q(
-                    status__in=[
-                        "waiting_approval",
-                        "approved",
-                        "in_flight",
-                        "retry_wait",
-                        "needs_attention",
-                        "uncertain",
-                    ]
-                ),
+                condition=Q(status__in=_OPEN),
                 name="action_open_by_run",
             ),
             # The inbox's expired section: the latest expiries first, without the rest.
@@ -222,16 +208,7 @@ class Action(models.Model):
         return f"{self.tool} {self.target} ({self.status})"
 
 
-OPEN_ACTION_STATUSES = frozenset(
-    {
-        Action.Status.WAITING_APPROVAL,
-        Action.Status.APPROVED,
-        Action.Status.IN_FLIGHT,
-        Action.Status.RETRY_WAIT,
-        Action.Status.NEEDS_ATTENTION,
-        Action.Status.UNCERTAIN,
-    }
-)
+OPEN_ACTION_STATUSES = frozenset(Action.Status(status) for status in _OPEN)
 
 
 class Approval(models.Model):

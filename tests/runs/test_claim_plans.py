@@ -21,10 +21,9 @@ def _plan_of_the_ready_claim() -> str:
 
 
 def test_the_ready_claim_never_joins_every_open_intent_against_each_candidate():
+    # Statistics of an empty queue, as after a quiet night.
     with connection.cursor() as cursor:
-        cursor.execute(
-            "ANALYZE runs_action"
-        )  # statistics of an empty queue, as after a quiet night
+        cursor.execute("ANALYZE runs_action")
 
     plan = _plan_of_the_ready_claim()
 
