@@ -1,20 +1,21 @@
 """The protocol's two transactions for a batch of claimed actions, set-based.
 
 Protocol step 2 for every action of the batch is one transaction (`attempts_begin`): the
-leases checked, locked and renewed, every grant checked against rows read once, the Attempts
-inserted and the actions moved to `in_flight` in one statement each, one event per run
-appended by one compare-and-set UPDATE of all the runs, and each run's checkpoint signed,
-built from the rows in hand. Step 4 for every receipt is one transaction too
-(`receipts_record`). Each step keeps exactly the single protocol's meaning
-(runs.execution.protocol): the same rows, events, checkpoints and guards; only the number of
-statements and commits changes. When any guard of the batch finds a row moved (a run or an
-action changed since it was read), the whole transaction rolls back and the caller hands
-each action to the single protocol, which decides it as it always did.
+leases checked, locked and renewed, the runs held at the versions their grants bind, every
+grant checked against rows read once, and the Attempts inserted and the actions moved to
+`in_flight` in one statement each (rows only, as one by one: no event, no checkpoint). Step 4
+for every receipt is one transaction too (`receipts_record`): one event per run appended by
+one compare-and-set UPDATE of all the runs, each charging its attempt to the budget, and each
+run's one checkpoint of the write, built from the rows in hand. Each step keeps exactly the
+single protocol's meaning (runs.execution.protocol): the same rows, events, checkpoints and
+guards; only the number of statements and commits changes. When any guard of the batch finds
+a row moved (a run or an action changed since it was read), the whole transaction rolls back
+and the caller hands each action to the single protocol, which decides it as it always did.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import F
@@ -24,17 +25,15 @@ from django.utils import timezone
 from control.clock import db_now
 from control.tenancy import roles_of_members
 from runs.exceptions import GrantMismatch, StaleState
-from runs.execution.protocol import phase_after_action
-from runs.models import TERMINAL_PHASES, Action, Approval, Attempt, Receipt, Run, RunEvent
+from runs.execution.protocol import attempts_finish, budget_spent, phase_after_action
+from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run, RunEvent
 from runs.record.checkpoints import (
-    approval_state,
     build_state,
     checkpoints_write,
-    pending_action_state,
     state_document,
 )
 from runs.record.completed import action_entry
-from runs.record.events import LeaseToken, append_events
+from runs.record.events import LeaseToken, append_events, runs_hold
 from runs.services import grant_problem, leases_held, leases_release, without
 from runs.tools.base import Tool
 from runs.tools.calls import ToolReceipt
@@ -53,11 +52,6 @@ class Step:
     policy: RetryPolicy
     attempt: Attempt | None = None
     receipt: ToolReceipt | None = None
-    grants: list[Approval] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        approve = Approval.Decision.APPROVE
-        self.grants = [a for a in self.action.approvals.all() if a.decision == approve]
 
 
 @dataclass
@@ -79,6 +73,7 @@ def attempts_begin(steps: list[Step], *, worker: str) -> Begun:
     held = leases_held([step.lease for step in steps], renew=True)
     lost = [step for step in steps if step.lease.run_id not in held]
     steps = [step for step in steps if step.lease.run_id in held]
+    runs_hold([step.action.run for step in steps])  # at the versions the grants bind
     now = db_now()
     problems = _grant_problems(steps, now=now)
     sendable = [step.action.pk not in problems and _may_send(step, now) for step in steps]
@@ -106,39 +101,6 @@ def attempts_begin(steps: list[Step], *, worker: str) -> Begun:
     for step, attempt in zip(steps, attempts, strict=True):
         step.attempt = attempt
         step.action.attempt_count = attempt.number
-    append_events(
-        [
-            (
-                step.action.run,
-                {
-                    "type": "attempt.started",
-                    "actor": worker,
-                    "action": step.action,
-                    "payload": {
-                        "attempt": step.attempt.number,
-                        "lease_version": step.lease.version,
-                    },
-                    "changes": {"budget_used": step.action.run.budget_used + 1},
-                },
-            )
-            for step in steps
-        ]
-    )
-    # The run's pending intent is this action (a plan's next item is the one being sent).
-    checkpoints_write(
-        [
-            (
-                step.action.run,
-                state_document(
-                    step.action.run,
-                    pending=pending_action_state(step.action),
-                    approval=approval_state(step.action, step.grants),
-                    in_doubt=[],
-                ),
-            )
-            for step in steps
-        ]
-    )
     return Begun(begun=steps, lost=lost, left=left)
 
 
@@ -184,9 +146,13 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
         )
         for step in steps
     )
-    Attempt.objects.filter(pk__in=[step.attempt.pk for step in steps]).update(
-        status=Attempt.Status.SUCCEEDED, finished_at=timezone.now()
+    charged = attempts_finish(
+        Attempt.objects.filter(pk__in=[step.attempt.pk for step in steps]),
+        status=Attempt.Status.SUCCEEDED,
+        finished_at=timezone.now(),
     )
+    if charged != len(steps):
+        raise StaleState(f"{len(steps) - charged} of {len(steps)} attempts settled since begun")
     _move(
         [step.action for step in steps],
         {Status.IN_FLIGHT},
@@ -209,6 +175,7 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
                         "target_version": step.receipt.target_version,
                     },
                     "changes": {
+                        **budget_spent(run, 1),
                         "phase": phase_after_action(run, step.action),
                         "pending_work": without(run.pending_work, step.action.action_id),
                     },

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from control.audit import audit_record
@@ -19,7 +20,7 @@ from runs.execution import saga
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.checkpoints import checkpoint_write
 from runs.record.completed import action_entry
-from runs.record.events import LeaseToken, append_event
+from runs.record.events import LeaseToken, append_event, runs_hold
 from runs.record.outbox import EXECUTE_JOB
 from runs.services import (
     action_set_status,
@@ -55,6 +56,23 @@ def phase_after_action(run: Run, action: Action) -> str:
     return Phase.RUNNING
 
 
+def attempts_finish(attempts: QuerySet[Attempt], *, also: tuple = (), **fields) -> int:
+    """Gives `attempts` their outcome (`fields`), those in `sending` and those in any status
+    of `also`; returns how many were in `sending`. An attempt spends one of the run's budget
+    when it leaves `sending`: the event that records its outcome charges it, since a begin
+    writes no event. A begin happens only with every earlier attempt of the run settled (one
+    open write per run), so the budget read at a begin counts every attempt made."""
+    charged = attempts.filter(status=Attempt.Status.SENDING).update(**fields)
+    if also:
+        attempts.filter(status__in=also).update(**fields)
+    return charged
+
+
+def budget_spent(run: Run, charged: int) -> dict:
+    """The event's changes for `charged` attempts settled (none when nothing was charged)."""
+    return {"budget_used": run.budget_used + charged} if charged else {}
+
+
 @transaction.atomic
 def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | None:
     """Grant check and an Attempt in `sending`, in one transaction. None when there is
@@ -78,6 +96,7 @@ def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | Non
         _action_refuse(action, run, lease=lease, error=error, worker=worker)
         return None
     lease_renew(lease=lease)  # a full term for the call; fenced: a lost lease raises
+    runs_hold([run])  # the run at the version the grant was checked against, until commit
     attempt = Attempt.objects.create(
         action=action,
         number=action.attempt_count + 1,
@@ -91,16 +110,8 @@ def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | Non
         status=Status.IN_FLIGHT,
         attempt_count=attempt.number,
     )
-    append_event(
-        run,
-        type="attempt.started",
-        actor=worker,
-        action=action,
-        lease=lease,
-        payload={"attempt": attempt.number, "lease_version": lease.version},
-        changes={"budget_used": run.budget_used + 1},
-    )
-    checkpoint_write(run)
+    # Rows only: the run's state and its signed checkpoint stay at the version the grant
+    # binds. The attempt's outcome is the event, and it spends the budget (attempts_finish).
     return attempt
 
 
@@ -128,9 +139,11 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
     checkpoint_write(run)
 
 
-def action_not_resent(action: Action, run: Run, *, worker: str, finding: str) -> None:
+def action_not_resent(
+    action: Action, run: Run, *, worker: str, finding: str, spent: dict | None = None
+) -> None:
     """The run was cancelled or stopped: a write proven not applied (or not yet sent) is
-    cancelled, never sent again, whoever asks."""
+    cancelled, never sent again, whoever asks. `spent`: what its settled attempts spend."""
     action_set_status(
         action,
         expected={
@@ -149,6 +162,7 @@ def action_not_resent(action: Action, run: Run, *, worker: str, finding: str) ->
         actor=worker,
         action=action,
         payload={"reason": f"run is {run.phase}", "finding": finding[:2000]},
+        changes=spent,
     )
     checkpoint_write(run)
 
@@ -183,11 +197,13 @@ def receipt_record(
         raw_response_hash=receipt.raw_response_hash,
         source=source,
     )
+    charged = 0
     if attempt_pk is not None:
-        Attempt.objects.filter(pk=attempt_pk).update(
-            status=Attempt.Status.SUCCEEDED
-            if source == Receipt.Source.RESPONSE
-            else Attempt.Status.SETTLED_BY_QUERY,
+        answered = source == Receipt.Source.RESPONSE  # else a query or a person settles it
+        charged = attempts_finish(
+            Attempt.objects.filter(pk=attempt_pk),
+            also=() if answered else (Attempt.Status.UNCERTAIN,),
+            status=Attempt.Status.SUCCEEDED if answered else Attempt.Status.SETTLED_BY_QUERY,
             finished_at=timezone.now(),
         )
     final = Status.SATISFIED if satisfied else Status.SUCCEEDED
@@ -210,6 +226,7 @@ def receipt_record(
             "target_version": receipt.target_version,
         },
         changes={
+            **budget_spent(run, charged),
             "phase": phase_after_action(run, action),
             "pending_work": without(run.pending_work, action.action_id),
         },
@@ -256,12 +273,16 @@ def attempt_failed(
     with the reason."""
     attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
     action, run = attempt.action, attempt.action.run
-    Attempt.objects.filter(pk=attempt_pk).update(
-        status=Attempt.Status.FAILED,
-        error_class=error_class,
-        error=detail[:2000],
-        retry_after=retry_after,
-        finished_at=timezone.now(),
+    spent = budget_spent(
+        run,
+        attempts_finish(
+            Attempt.objects.filter(pk=attempt_pk),
+            status=Attempt.Status.FAILED,
+            error_class=error_class,
+            error=detail[:2000],
+            retry_after=retry_after,
+            finished_at=timezone.now(),
+        ),
     )
     if retry_in is not None:
         due = db_now() + timedelta(seconds=retry_in)
@@ -280,7 +301,7 @@ def attempt_failed(
             action=action,
             lease=lease,
             payload={"attempt": attempt.number, "error_class": error_class, "retry_in": retry_in},
-            changes={"retry_count": run.retry_count + 1, "next_eligible_at": due},
+            changes={**spent, "retry_count": run.retry_count + 1, "next_eligible_at": due},
         )
     elif needs_attention:
         action_set_status(
@@ -297,6 +318,7 @@ def attempt_failed(
             action=action,
             lease=lease,
             payload={"attempt": attempt.number, "error_class": error_class},
+            changes=spent,
         )
     else:
         action_set_status(
@@ -307,5 +329,5 @@ def attempt_failed(
             last_error=detail[:2000],
         )
         reason = f"{action.action_id} ({action.tool}) failed: {error_class}: {detail}"[:2000]
-        saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
+        saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease, spent=spent)
     checkpoint_write(run)

@@ -17,7 +17,12 @@ from control.clock import db_now
 from control.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import InvalidArguments, NotAllowed
 from runs.execution import saga
-from runs.execution.protocol import action_not_resent, load_action
+from runs.execution.protocol import (
+    action_not_resent,
+    attempts_finish,
+    budget_spent,
+    load_action,
+)
 from runs.models import TERMINAL_PHASES, Action, Attempt, Run
 from runs.record.checkpoints import checkpoint_write
 from runs.record.events import LeaseToken, append_event
@@ -37,7 +42,8 @@ def attempt_unknown(
 ) -> None:
     """Persists that the outcome is unknown before anything is queried."""
     attempt = Attempt.objects.select_related("action__run").get(pk=attempt_pk)
-    Attempt.objects.filter(pk=attempt_pk, status=Attempt.Status.SENDING).update(
+    charged = attempts_finish(
+        Attempt.objects.filter(pk=attempt_pk),
         status=Attempt.Status.UNCERTAIN,
         error_class=error_class,
         error=detail[:2000],
@@ -50,6 +56,7 @@ def attempt_unknown(
         action=attempt.action,
         lease=lease,
         payload={"attempt": attempt.number, "error_class": error_class},
+        changes=budget_spent(attempt.action.run, charged),
     )
     checkpoint_write(attempt.action.run)
 
@@ -62,11 +69,18 @@ def action_retry_same_key(
     effect and the tool dedupes by key, or a reconciler resolved a case as not applied.
     Without a lease this is a person's resolution of an uncertain action."""
     action, run = load_action(action_pk)
-    Attempt.objects.filter(
-        action=action, status__in=[Attempt.Status.SENDING, Attempt.Status.UNCERTAIN]
-    ).update(status=Attempt.Status.SETTLED_BY_QUERY, error=finding, finished_at=timezone.now())
+    spent = budget_spent(
+        run,
+        attempts_finish(
+            action.attempts.all(),
+            also=(Attempt.Status.UNCERTAIN,),
+            status=Attempt.Status.SETTLED_BY_QUERY,
+            error=finding,
+            finished_at=timezone.now(),
+        ),
+    )
     if run.phase in TERMINAL_PHASES:
-        action_not_resent(action, run, worker=worker, finding=finding)
+        action_not_resent(action, run, worker=worker, finding=finding, spent=spent)
         return
     action_set_status(
         action,
@@ -82,7 +96,7 @@ def action_retry_same_key(
         action=action,
         lease=lease,
         payload={"finding": finding},
-        changes={"phase": Phase.EXECUTING} if resumed else {},
+        changes={**spent, "phase": Phase.EXECUTING} if resumed else spent,
     )
     outbox_write(run, job=EXECUTE_JOB, action=action)
     checkpoint_write(run)
@@ -136,7 +150,8 @@ def action_uncertain(
     """Nothing proves the effect either way: stop the run's writes and hand the action to
     reconciliation (fail closed)."""
     action, run = load_action(action_pk)
-    Attempt.objects.filter(action=action, status=Attempt.Status.SENDING).update(
+    charged = attempts_finish(
+        action.attempts.all(),
         status=Attempt.Status.UNCERTAIN,
         error_class=reason,
         error=detail[:2000],
@@ -157,7 +172,10 @@ def action_uncertain(
         action=action,
         lease=lease,
         payload={"reason": reason, "detail": detail[:2000]},
-        changes={"phase": run.phase if stopped else Phase.WAITING_RECONCILIATION},
+        changes={
+            **budget_spent(run, charged),
+            "phase": run.phase if stopped else Phase.WAITING_RECONCILIATION,
+        },
     )
     outbox_write(run, job=OPEN_CASE_JOB, action=action)
     checkpoint_write(run)

@@ -57,11 +57,21 @@ def _completed_steps(run: Run) -> tuple[list[Action], list[Action]]:
 
 
 def step_failed(
-    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None
+    run: Run,
+    *,
+    action: Action,
+    reason: str,
+    actor: str,
+    lease: LeaseToken | None,
+    spent: dict | None = None,
 ) -> None:
-    """The run's answer to a step that failed for good: stop, or start compensating."""
+    """The run's answer to a step that failed for good: stop, or start compensating.
+    `spent`: the budget its last attempt spends (protocol.budget_spent), in the event."""
+    spent = spent or {}
     if is_compensation(action):
-        _compensation_failed(run, action=action, reason=reason, actor=actor, lease=lease)
+        _compensation_failed(
+            run, action=action, reason=reason, actor=actor, lease=lease, spent=spent
+        )
         return
     stopped = run.phase in TERMINAL_PHASES
     compensating = run.plan.get("compensate_on_failure") and not stopped
@@ -72,7 +82,13 @@ def step_failed(
         reason += f" [cannot tell whether {steps} need undoing: not configured on this server]"
     if not queue:
         _action_failed(
-            run, action=action, reason=reason, actor=actor, lease=lease, stop=not stopped
+            run,
+            action=action,
+            reason=reason,
+            actor=actor,
+            lease=lease,
+            stop=not stopped,
+            spent=spent,
         )
         return
     append_event(
@@ -83,6 +99,7 @@ def step_failed(
         lease=lease,
         payload={"reason": reason, "undo": [a.action_id for a in queue]},
         changes={
+            **spent,
             "phase": Phase.RUNNING,
             "stop_reason": reason,
             "pending_work": [COMPENSATION_PREFIX + a.action_id for a in queue],
@@ -92,7 +109,14 @@ def step_failed(
 
 
 def _action_failed(
-    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None, stop: bool
+    run: Run,
+    *,
+    action: Action,
+    reason: str,
+    actor: str,
+    lease: LeaseToken | None,
+    stop: bool,
+    spent: dict,
 ) -> None:
     """The step's failure as an event; `stop` also ends the run with the reason."""
     ending = {"phase": Phase.FAILED, "stop_reason": reason} if stop else {}
@@ -103,7 +127,7 @@ def _action_failed(
         action=action,
         lease=lease,
         payload={"reason": reason},
-        changes={**ending, "pending_work": []},
+        changes={**spent, **ending, "pending_work": []},
     )
 
 
@@ -115,7 +139,7 @@ def step_succeeded(run: Run, *, action: Action, actor: str) -> None:
 
 
 def _compensation_failed(
-    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None
+    run: Run, *, action: Action, reason: str, actor: str, lease: LeaseToken | None, spent: dict
 ) -> None:
     """A compensation failed for good: a person gets a case (never a compensation of a
     compensation), the original reason stays, and the saga goes on with the others."""
@@ -124,7 +148,13 @@ def _compensation_failed(
     if stopped or action.action_id not in run.pending_work:
         # Not part of a saga in progress (a stopped run, or one a reconciler started).
         _action_failed(
-            run, action=action, reason=reason, actor=actor, lease=lease, stop=not stopped
+            run,
+            action=action,
+            reason=reason,
+            actor=actor,
+            lease=lease,
+            stop=not stopped,
+            spent=spent,
         )
         return
     append_event(
@@ -135,6 +165,7 @@ def _compensation_failed(
         lease=lease,
         payload={"reason": reason},
         changes={
+            **spent,
             "phase": Phase.RUNNING,
             "pending_work": without(run.pending_work, action.action_id),
         },

@@ -133,6 +133,22 @@ def append_event(
     return event
 
 
+def runs_hold(runs: list[Run]) -> None:
+    """Locks each run's row at the version in hand until the caller's transaction ends: the
+    guard of a step that changes rows of the runs but not their state (an attempt begun is
+    rows only; its outcome is the event). Nothing can append to a held run meanwhile, and
+    StaleState says one moved since it was read, as an event's compare-and-set would."""
+    versions = {str(run.pk): run.state_version for run in runs}
+    rows = (
+        Run.objects.filter(pk__in=list(versions))
+        .select_for_update(no_key=True)
+        .values_list("pk", "state_version")
+    )
+    found = {str(pk): version for pk, version in rows}
+    if moved := [pk for pk, version in versions.items() if found.get(pk) != version]:
+        raise StaleState(f"{len(moved)} of {len(versions)} runs changed since read")
+
+
 def append_events(appends: list[tuple[Run, dict]]) -> list[RunEvent]:
     """append_event for many runs, one event each (keyword arguments as append_event's,
     without `lease`: the caller has checked and locked every lease): one compare-and-set

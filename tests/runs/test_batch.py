@@ -9,7 +9,7 @@ the commits, and any guard that fails keeps the single protocol's answer.
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from bench.commits import counting_transactions
@@ -21,11 +21,18 @@ from runs.execution.drain import drain, process_claims
 from runs.execution.worker import claim_ready
 from runs.models import Action, Approval, Attempt, Checkpoint, Lease, Receipt, Run
 from runs.record.checkpoints import build_state, checkpoint_verify, checkpoint_write, sign_state
+from runs.record.events import append_event
 from runs.record.verification import run_verify
 from runs.services import lease_claim, run_cancel
 from runs.tools.registry import get_tool, register_tool, unregister_tool
 from runs.tools.retry import DEFAULT_POLICY
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import (
+    approve,
+    make_action,
+    make_run,
+    make_tenant,
+    make_user,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,6 +48,16 @@ def _approved_noops(count: int) -> list[Action]:
         approve(action, operator)
         actions.append(action)
     return actions
+
+
+def _steps(claims) -> list[batch.Step]:
+    """The batch's steps for `claims` of bench.noop intents, as the drain reads them."""
+    tool = get_tool("bench.noop")
+    loaded = Action.objects.select_related("run", "run__tenant", "observation", "plan")
+    return [
+        batch.Step(action=loaded.get(pk=pk), lease=lease, tool=tool, policy=DEFAULT_POLICY)
+        for pk, lease in claims
+    ]
 
 
 def test_twenty_approved_writes_take_two_write_commits_and_write_what_one_by_one_would(
@@ -66,15 +83,18 @@ def test_twenty_approved_writes_take_two_write_commits_and_write_what_one_by_one
         run = action.run
         run.refresh_from_db()
         assert run_verify(run) == []
+        # The begin is rows only: the write's one event and one checkpoint are its outcome's.
         assert list(run.events.order_by("seq").values_list("type", flat=True))[-2:] == [
-            "attempt.started",
+            "action.approved",
             "action.succeeded",
         ]
-        # The checkpoint at every version: the in-flight one holds the bound intent, the
-        # last is byte for byte what checkpoint_write would sign now.
-        last, in_flight = run.checkpoints.order_by("-state_version")[:2]
-        held = checkpoint_verify(in_flight.body)
-        assert held["pending_action"]["status"] == "in_flight"
+        assert run.budget_used == 1
+        # The checkpoint the send rested on holds the bound intent; the last is byte for
+        # byte what checkpoint_write would sign now.
+        last, approved = run.checkpoints.order_by("-state_version")[:2]
+        assert last.state_version == approved.state_version + 1
+        held = checkpoint_verify(approved.body)
+        assert held["pending_action"]["status"] == "approved"
         assert held["approval"]["intent_digest"] == action.intent_digest
         assert last.body == sign_state(build_state(run))[1]
         assert Lease.objects.get(run=run).expires_at <= timezone.now()
@@ -125,12 +145,7 @@ def test_a_lease_taken_over_before_the_batch_begins_writes_nothing_for_that_run(
 def test_a_row_moved_after_it_was_read_keeps_nothing_of_the_batch(noop_tool):
     actions = _approved_noops(4)
     claims = claim_ready(worker="batch-worker")
-    tool = get_tool("bench.noop")
-    loaded = Action.objects.select_related("run", "run__tenant", "observation", "plan")
-    steps = [
-        batch.Step(action=loaded.get(pk=pk), lease=lease, tool=tool, policy=DEFAULT_POLICY)
-        for pk, lease in claims
-    ]
+    steps = _steps(claims)
     versions = {a.run_id: a.run.state_version for a in actions}
     checkpoints = Checkpoint.objects.filter(run_id__in=versions).count()
     # Another writer moves one action after the batch read it.
@@ -151,6 +166,36 @@ def test_a_row_moved_after_it_was_read_keeps_nothing_of_the_batch(noop_tool):
     assert process_claims(claims, worker="batch-worker") == []
     statuses = [Action.objects.get(pk=a.pk).status for a in actions]
     assert statuses == ["succeeded", "succeeded", "succeeded", "cancelled"]
+
+
+def test_a_run_that_moved_after_the_batch_read_it_begins_nothing_and_the_grant_is_refused(
+    noop_tool,
+):
+    # The begin writes rows of the action only; the run's state must still be the one its
+    # grant was checked against: another writer's event, appended after the batch read the
+    # run and before its begin, moves the run without touching the action.
+    actions = _approved_noops(3)
+    claims = claim_ready(worker="batch-worker")
+    steps = _steps(claims)
+    moved = actions[1]
+    with transaction.atomic():
+        run = Run.objects.get(pk=moved.run_id)
+        append_event(run, type="run.noted", actor="another-writer")
+        checkpoint_write(run)
+
+    with pytest.raises(StaleState, match="runs changed since read"):
+        batch.attempts_begin(steps, worker="batch-worker")
+
+    assert not Attempt.objects.filter(action__in=actions).exists()
+    assert set(
+        Action.objects.filter(pk__in=[a.pk for a in actions]).values_list("status", flat=True)
+    ) == {"approved"}
+    # One by one, the run that moved since its approval is refused; the others are sent.
+    assert process_claims(claims, worker="batch-worker") == []
+    statuses = [Action.objects.get(pk=a.pk).status for a in actions]
+    assert statuses == ["succeeded", "failed", "succeeded"]
+    assert Action.objects.get(pk=moved.pk).error_class == "grant_state_version"
+    assert not Attempt.objects.filter(action=moved).exists()
 
 
 class CancellingNoop(BenchNoop):

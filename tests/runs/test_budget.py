@@ -6,8 +6,11 @@ import pytest
 
 from runs.exceptions import InvalidTransition
 from runs.execution import protocol
+from runs.execution.worker import settle_unknown
 from runs.models import Action, Attempt, Run
+from runs.record.verification import run_verify
 from runs.services import lease_claim
+from runs.tools.retry import DEFAULT_POLICY
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
@@ -70,3 +73,24 @@ def test_a_run_within_its_budget_sends_every_write():
         run.refresh_from_db()
     assert (run.phase, run.budget_used) == ("running", 2)
     assert run.actions.filter(status="succeeded").count() == 2
+
+
+def test_an_attempt_a_dead_worker_left_sending_is_charged_once_when_it_is_settled():
+    run = make_run(make_tenant(), budget_limit=2)
+    action = approved_noop(run)
+    lease = lease_claim(run_id=run.pk, owner=WORKER)
+    approved_at = Run.objects.get(pk=run.pk).state_version
+    protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
+    run.refresh_from_db()
+    # The begin is rows only: the attempt spends the budget in the event of its outcome.
+    assert (run.budget_used, run.state_version) == (0, approved_at)
+
+    # The worker dies here; recovery asks the tool by the same key and records what it finds.
+    action.refresh_from_db()
+    settle_unknown(action=action, lease=lease, worker=WORKER, policy=DEFAULT_POLICY)
+
+    run.refresh_from_db()
+    action.refresh_from_db()
+    assert (action.status, run.budget_used) == ("succeeded", 1)
+    assert Attempt.objects.get(action=action).status == "settled_by_query"
+    assert run_verify(run) == []
