@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from control.clock import db_now
@@ -33,6 +31,7 @@ from runs.record.checkpoints import (
     state_document,
 )
 from runs.record.completed import action_entry
+from runs.record.direct_sql import actions_move, rows_insert
 from runs.record.events import LeaseToken, append_events, runs_hold
 from runs.services import grant_problem, leases_held, leases_release, without
 from runs.tools.base import Tool
@@ -82,21 +81,23 @@ def attempts_begin(steps: list[Step], *, worker: str) -> Begun:
     if not steps:
         return Begun(begun=[], lost=lost, left=left)
     started = timezone.now()
-    attempts = Attempt.objects.bulk_create(
-        Attempt(
-            action=step.action,
-            number=step.action.attempt_count + 1,
-            worker=worker,
-            lease_version=step.lease.version,
-            started_at=started,
-        )
-        for step in steps
+    attempts = rows_insert(
+        [
+            Attempt(
+                action=step.action,
+                number=step.action.attempt_count + 1,
+                worker=worker,
+                lease_version=step.lease.version,
+                started_at=started,
+            )
+            for step in steps
+        ],
     )
     _move(
         [step.action for step in steps],
         {Status.APPROVED, Status.RETRY_WAIT},
         Status.IN_FLIGHT,
-        attempt_count=F("attempt_count") + 1,
+        attempt_begun=True,
     )
     for step, attempt in zip(steps, attempts, strict=True):
         step.attempt = attempt
@@ -132,19 +133,21 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
             and step.receipt.idempotency_key != step.action.idempotency_key
         ):
             raise StaleState(f"the receipt for {step.action.action_id} is for another intent")
-    Receipt.objects.bulk_create(
-        Receipt(
-            tenant_id=step.action.tenant_id,
-            action=step.action,
-            idempotency_key=step.receipt.idempotency_key or "",
-            intent_digest=step.receipt.intent_digest,
-            receipt_id=step.receipt.receipt_id,
-            target_version=step.receipt.target_version,
-            status=step.receipt.status,
-            raw_response_hash=step.receipt.raw_response_hash,
-            source=Receipt.Source.RESPONSE,
-        )
-        for step in steps
+    rows_insert(
+        [
+            Receipt(
+                tenant_id=step.action.tenant_id,
+                action=step.action,
+                idempotency_key=step.receipt.idempotency_key or "",
+                intent_digest=step.receipt.intent_digest,
+                receipt_id=step.receipt.receipt_id,
+                target_version=step.receipt.target_version,
+                status=step.receipt.status,
+                raw_response_hash=step.receipt.raw_response_hash,
+                source=Receipt.Source.RESPONSE,
+            )
+            for step in steps
+        ]
     )
     charged = attempts_finish(
         Attempt.objects.filter(pk__in=[step.attempt.pk for step in steps]),
@@ -200,16 +203,15 @@ def _state_after_receipt(run: Run) -> dict:
 
 def _move(actions: list[Action], expected: set[str], status: str, **fields) -> None:
     """action_set_status for many: one compare-and-set UPDATE; StaleState unless all moved.
-    Fields given as expressions are left for the caller to set on the objects."""
-    moved = Action.objects.filter(pk__in=[a.pk for a in actions], status__in=expected).update(
-        status=status, updated_at=Now(), **fields
-    )
+    With attempt_begun=True each action's attempt_count is one higher in the row; the caller
+    sets it on the objects."""
+    moved = actions_move([a.pk for a in actions], expected=expected, status=status, **fields)
     if moved != len(actions):
         raise StaleState(f"{len(actions) - moved} of {len(actions)} actions moved since read")
-    plain = {k: v for k, v in fields.items() if not hasattr(v, "resolve_expression")}
+    fields.pop("attempt_begun", None)
     for action in actions:
         action.status = status
-        for name, value in plain.items():
+        for name, value in fields.items():
             setattr(action, name, value)
 
 

@@ -15,6 +15,7 @@ from control.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError, LeaseLost
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoint, Run
 from runs.record.completed import COMPLETED_GENESIS
+from runs.record.direct_sql import rows_insert
 from runs.record.events import LeaseToken, check_lease, run_state, to_json_value
 from runs.record.upgraders import UPGRADERS
 
@@ -222,11 +223,9 @@ def checkpoints_write(states: list[tuple[Run, dict]]) -> list[Checkpoint]:
                 body=body,
             )
         )
-    return Checkpoint.objects.bulk_create(
+    return rows_insert(
         rows,
-        update_conflicts=True,
-        unique_fields=["run", "state_version"],
-        update_fields=["schema_version", "key_id", "body"],
+        conflict=(["run", "state_version"], ["schema_version", "key_id", "body"]),
     )
 
 

@@ -19,8 +19,8 @@ from django.utils.dateparse import parse_datetime
 from control.canonical import canonical_json
 from runs.exceptions import LeaseLost, StaleState
 from runs.models import Action, Lease, Run, RunEvent
-from runs.record.bulk_sql import runs_compare_and_set
 from runs.record.completed import completed_fold
+from runs.record.direct_sql import rows_insert, runs_compare_and_set
 
 GENESIS_HASH = "sha256:" + "0" * 64
 REPLAYED_FIELDS = (
@@ -177,7 +177,7 @@ def append_events(appends: list[tuple[Run, dict]]) -> list[RunEvent]:
         raise StaleState(f"{len(planned) - updated} of {len(planned)} runs changed since read")
     for run, event, db_values in planned:
         _advanced(run, event, db_values)
-    return RunEvent.objects.bulk_create([event for _, event, _ in planned])
+    return rows_insert([event for _, event, _ in planned])
 
 
 def next_event(
