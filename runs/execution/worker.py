@@ -32,6 +32,7 @@ from runs.record.checkpoints import (
     REFUSED_REASON_PREFIX,
     latest_verified,
 )
+from runs.record.direct_sql import compiled_rows
 from runs.record.events import LeaseToken, check_lease
 from runs.selectors import orphaned_actions, ready_actions
 from runs.services import lease_release, leases_claim, run_stop
@@ -63,9 +64,14 @@ def claim_ready(*, worker: str, batch: int = 20) -> list[tuple[str, LeaseToken]]
         # actions whose run another drain holds are passed over, not tried: the oldest
         # `batch` of the queue are often exactly the ones a busy drain just claimed, and a
         # claim that tried only those would come back empty while more work waits behind.
-        candidates = list(claiming(ready_to_claim(), batch))
+        candidates = compiled_rows(
+            ("ready claim", batch), lambda: claiming(ready_to_claim(), batch)
+        )
         if len(candidates) < batch:
-            candidates += claiming(orphaned_actions(), batch - len(candidates))
+            left = batch - len(candidates)
+            candidates += compiled_rows(
+                ("orphaned claim", left), lambda: claiming(orphaned_actions(), left)
+            )
         first_of_run: dict = {}  # run id -> its first candidate: one lease, one action
         for action_pk, run_id in candidates:
             first_of_run.setdefault(str(run_id), action_pk)

@@ -14,17 +14,24 @@ values on many rows at once, each row guarded by its own expected value (the com
 of every run a batch advances; Django would need a CASE per column and row, measured at
 ~100 ms to compile for 20 runs).
 
+A query whose text and parameters never change (the workers' claims) is compiled by the ORM
+once per process (`compiled_rows`): building and compiling the ready claim took ~3 ms, running
+it ~0.9 ms.
+
 On any other database (SQLite, the demo's default) each function takes the ORM's form.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from datetime import timedelta
+
 import psycopg
 from django.db import connection
-from django.db.models import F, Model
+from django.db.models import F, Model, Q, QuerySet
 from django.db.models.functions import Now
 
-from runs.models import Action, Run
+from runs.models import Action, Lease, Run
 
 
 def _postgresql() -> bool:
@@ -37,6 +44,23 @@ def _cursor():
     connection.ensure_connection()
     with connection.wrap_database_errors:
         return connection._prepare_cursor(psycopg.RawCursor(connection.connection))
+
+
+_compiled: dict[Hashable, tuple[str, tuple]] = {}
+
+
+def compiled_rows(key: Hashable, build: Callable[[], QuerySet]) -> list[tuple]:
+    """The rows of `build()`, a values_list query whose SQL and parameters are the same at
+    every call (no value of the caller's in it but what `key` names): compiled the first
+    time, then only sent. Inside the caller's transaction, as the query would be."""
+    if not _postgresql():
+        return list(build())
+    if key not in _compiled:
+        _compiled[key] = build().query.sql_with_params()
+    sql, params = _compiled[key]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def rows_insert(
@@ -111,11 +135,78 @@ def actions_move(
         assigned.append("attempt_count = attempt_count + 1")
     sql = (
         f"UPDATE {quote(meta.db_table)} SET {', '.join(assigned)} "
-        f"WHERE id = ANY(${len(fields) + 2}) AND status = ANY(${len(fields) + 3})"
+        f"WHERE id = ANY(${len(fields) + 2}::uuid[]) AND status = ANY(${len(fields) + 3})"
     )
     with _cursor() as cursor:
         cursor.execute(sql, [status, *values, list(pks), sorted(expected)])
         return cursor.rowcount
+
+
+def runs_lock(run_ids: list) -> list[tuple]:
+    """(id, state_version) of the runs, their rows locked (FOR NO KEY UPDATE) until the
+    caller's transaction ends."""
+    if not _postgresql():
+        locking = Run.objects.filter(pk__in=run_ids).select_for_update(no_key=True)
+        return list(locking.values_list("pk", "state_version"))
+    sql = "SELECT id, state_version FROM runs_run WHERE id = ANY($1::uuid[]) FOR NO KEY UPDATE"
+    return _rows(sql, [list(run_ids)])
+
+
+def leases_take(run_ids: list, *, owner: str, seconds: int) -> list[tuple]:
+    """Takes the leases of the runs that are free, expired or already `owner`'s, each one
+    version higher and `seconds` long by the database's clock: (run id, version) of those."""
+    if not _postgresql():
+        claimable = Q(expires_at__isnull=True) | Q(expires_at__lte=Now()) | Q(owner=owner)
+        Lease.objects.filter(claimable, run_id__in=run_ids).update(
+            owner=owner,
+            lease_version=F("lease_version") + 1,
+            expires_at=Now() + timedelta(seconds=seconds),
+        )
+        taken = Lease.objects.filter(run_id__in=run_ids, owner=owner)
+        return list(taken.values_list("run_id", "lease_version"))
+    sql = (
+        "UPDATE runs_lease SET owner = $2, lease_version = lease_version + 1, "
+        "expires_at = STATEMENT_TIMESTAMP() + make_interval(secs => $3) "
+        "WHERE run_id = ANY($1::uuid[]) "
+        "AND (expires_at IS NULL OR expires_at <= STATEMENT_TIMESTAMP() OR owner = $2) "
+        "RETURNING run_id, lease_version"
+    )
+    return _rows(sql, [list(run_ids), owner, seconds])
+
+
+def leases_lock(run_ids: list) -> list[tuple]:
+    """(run id, owner, version) of the runs' unexpired leases (by the database's clock),
+    their rows locked until the caller's transaction ends."""
+    if not _postgresql():
+        locking = Lease.objects.filter(run_id__in=run_ids, expires_at__gt=Now())
+        rows = locking.select_for_update().values_list("run_id", "owner", "lease_version")
+        return list(rows)
+    sql = (
+        "SELECT run_id, owner, lease_version FROM runs_lease "
+        "WHERE run_id = ANY($1::uuid[]) AND expires_at > STATEMENT_TIMESTAMP() FOR UPDATE"
+    )
+    return _rows(sql, [list(run_ids)])
+
+
+def leases_expire(run_ids: list, *, seconds: int = 0) -> None:
+    """The runs' leases expire `seconds` from now by the database's clock (0: now, released)."""
+    if not _postgresql():
+        Lease.objects.filter(run_id__in=run_ids).update(
+            expires_at=Now() + timedelta(seconds=seconds)
+        )
+        return
+    sql = (
+        "UPDATE runs_lease SET expires_at = STATEMENT_TIMESTAMP() + make_interval(secs => $2) "
+        "WHERE run_id = ANY($1::uuid[])"
+    )
+    with _cursor() as cursor:
+        cursor.execute(sql, [list(run_ids), seconds])
+
+
+def _rows(sql: str, params: list) -> list[tuple]:
+    with _cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def runs_compare_and_set(rows: list[dict], *, fields: list[str]) -> int:

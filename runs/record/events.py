@@ -20,7 +20,7 @@ from control.canonical import canonical_json
 from runs.exceptions import LeaseLost, StaleState
 from runs.models import Action, Lease, Run, RunEvent
 from runs.record.completed import completed_fold
-from runs.record.direct_sql import rows_insert, runs_compare_and_set
+from runs.record.direct_sql import rows_insert, runs_compare_and_set, runs_lock
 
 GENESIS_HASH = "sha256:" + "0" * 64
 REPLAYED_FIELDS = (
@@ -139,11 +139,7 @@ def runs_hold(runs: list[Run]) -> None:
     rows only; its outcome is the event). Nothing can append to a held run meanwhile, and
     StaleState says one moved since it was read, as an event's compare-and-set would."""
     versions = {str(run.pk): run.state_version for run in runs}
-    rows = (
-        Run.objects.filter(pk__in=list(versions))
-        .select_for_update(no_key=True)
-        .values_list("pk", "state_version")
-    )
+    rows = runs_lock(list(versions))
     found = {str(pk): version for pk, version in rows}
     if moved := [pk for pk, version in versions.items() if found.get(pk) != version]:
         raise StaleState(f"{len(moved)} of {len(versions)} runs changed since read")

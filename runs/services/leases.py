@@ -16,6 +16,7 @@ from runs.exceptions import (
 from runs.models import (
     Lease,
 )
+from runs.record.direct_sql import leases_expire, leases_lock, leases_take
 from runs.record.events import LeaseToken
 
 
@@ -58,18 +59,9 @@ def leases_claim(*, run_ids: list, owner: str, seconds: int | None = None) -> di
     """lease_claim for many runs in one UPDATE: {run id: LeaseToken} of those it took (a run
     leased by another worker is left out). Inside the caller's transaction."""
     seconds = seconds or settings.COUNTERSIGN_LEASE_SECONDS
-    claimable = Q(expires_at__isnull=True) | Q(expires_at__lte=Now()) | Q(owner=owner)
-    Lease.objects.filter(claimable, run_id__in=run_ids).update(
-        owner=owner,
-        lease_version=F("lease_version") + 1,
-        expires_at=Now() + timedelta(seconds=seconds),
-    )
-    taken = Lease.objects.filter(run_id__in=run_ids, owner=owner).values_list(
-        "run_id", "lease_version"
-    )
     return {
         str(run_id): LeaseToken(run_id=str(run_id), owner=owner, version=version)
-        for run_id, version in taken
+        for run_id, version in leases_take(run_ids, owner=owner, seconds=seconds)
     }
 
 
@@ -78,15 +70,10 @@ def leases_held(leases: list[LeaseToken], *, renew: bool = False) -> set[str]:
     the caller's transaction ends (check_lease for many); with `renew`, held ones get a full
     term again."""
     versions = {lease.run_id: (lease.owner, lease.version) for lease in leases}
-    rows = (
-        Lease.objects.filter(run_id__in=list(versions), expires_at__gt=Now())
-        .select_for_update()
-        .values_list("run_id", "owner", "lease_version")
-    )
+    rows = leases_lock(list(versions))
     held = {str(run_id) for run_id, *token in rows if versions[str(run_id)] == tuple(token)}
     if renew and held:
-        seconds = settings.COUNTERSIGN_LEASE_SECONDS
-        Lease.objects.filter(run_id__in=held).update(expires_at=Now() + timedelta(seconds=seconds))
+        leases_expire(list(held), seconds=settings.COUNTERSIGN_LEASE_SECONDS)
     return held
 
 
@@ -110,4 +97,4 @@ def leases_left(leases: list[LeaseToken]) -> dict[str, float]:
 def leases_release(leases: list[LeaseToken]) -> None:
     """lease_release for leases the caller's transaction holds locked (leases_held)."""
     if leases:
-        Lease.objects.filter(run_id__in=[lease.run_id for lease in leases]).update(expires_at=Now())
+        leases_expire([lease.run_id for lease in leases])

@@ -67,9 +67,9 @@ def test_a_second_worker_claims_past_the_runs_a_busy_worker_holds(django_assert_
     busy = claim_ready(worker="worker-a", batch=20)
     # The oldest 20 due actions are worker-a's: worker-b takes the 5 behind them, rather
     # than trying those 20 leases, failing, and leaving with nothing.
-    # The two reads (ready, then orphaned), then one compare-and-set of all five leases and
-    # one read of their versions, inside the claim's own savepoint: whatever the count.
-    with django_assert_num_queries(1 + 2 + 2 + 1):
+    # The two reads (ready, then orphaned), then one compare-and-set of all five leases that
+    # returns their versions, inside the claim's own savepoint: whatever the count.
+    with django_assert_num_queries(1 + 2 + 1 + 1):
         other = claim_ready(worker="worker-b", batch=20)
     assert len(busy) == 20
     assert len(other) == 5
