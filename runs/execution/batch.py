@@ -24,14 +24,14 @@ from control.clock import db_now
 from control.tenancy import roles_of_members
 from runs.exceptions import GrantMismatch, StaleState
 from runs.execution.protocol import attempts_finish, budget_spent, phase_after_action
-from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run, RunEvent
+from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.checkpoints import (
     build_state,
     checkpoints_write,
     state_document,
 )
 from runs.record.completed import action_entry
-from runs.record.direct_sql import actions_move, rows_insert
+from runs.record.direct_sql import actions_move, events_after, rows_insert
 from runs.record.events import LeaseToken, append_events, runs_hold
 from runs.services import grant_problem, leases_held, leases_release, without
 from runs.tools.base import Tool
@@ -244,9 +244,7 @@ def _own_event_counts(actions: list[Action]) -> dict:
     """runs.services.own_events_since_proposal counted for many actions of distinct runs,
     from one read of their runs' events since the earliest base: {run id: count}."""
     by_run = {action.run_id: action for action in actions}
-    since = RunEvent.objects.filter(
-        run_id__in=list(by_run), seq__gt=min(action.base_event_seq for action in actions)
-    ).values_list("run_id", "seq", "action_id", "action__plan_id")
+    since = events_after(list(by_run), min(action.base_event_seq for action in actions))
     counts: dict = {}
     for run_id, seq, action_id, plan_id in since:
         action = by_run[run_id]

@@ -28,10 +28,10 @@ from datetime import timedelta
 
 import psycopg
 from django.db import connection
-from django.db.models import F, Model, Q, QuerySet
+from django.db.models import DurationField, ExpressionWrapper, F, Model, Q, QuerySet
 from django.db.models.functions import Now
 
-from runs.models import Action, Lease, Run
+from runs.models import Action, Lease, Run, RunEvent
 
 
 def _postgresql() -> bool:
@@ -201,6 +201,38 @@ def leases_expire(run_ids: list, *, seconds: int = 0) -> None:
     )
     with _cursor() as cursor:
         cursor.execute(sql, [list(run_ids), seconds])
+
+
+def leases_remaining(run_ids: list) -> list[tuple]:
+    """(run id, owner, version, seconds left by the database's clock) of the runs' unexpired
+    leases. One read, no lock."""
+    if not _postgresql():
+        left = ExpressionWrapper(F("expires_at") - Now(), output_field=DurationField())
+        rows = (
+            Lease.objects.filter(run_id__in=run_ids, expires_at__gt=Now())
+            .annotate(left=left)
+            .values_list("run_id", "owner", "lease_version", "left")
+        )
+        return [(*row, remaining.total_seconds()) for *row, remaining in rows]
+    sql = (
+        "SELECT run_id, owner, lease_version, "
+        "EXTRACT(EPOCH FROM expires_at - STATEMENT_TIMESTAMP())::float8 FROM runs_lease "
+        "WHERE run_id = ANY($1::uuid[]) AND expires_at > STATEMENT_TIMESTAMP()"
+    )
+    return _rows(sql, [list(run_ids)])
+
+
+def events_after(run_ids: list, seq: int) -> list[tuple]:
+    """(run id, seq, action id, the action's plan id) of the runs' events after `seq`."""
+    if not _postgresql():
+        since = RunEvent.objects.filter(run_id__in=run_ids, seq__gt=seq)
+        return list(since.values_list("run_id", "seq", "action_id", "action__plan_id"))
+    sql = (
+        "SELECT e.run_id, e.seq, e.action_id, a.plan_id FROM runs_runevent e "
+        "LEFT JOIN runs_action a ON a.id = e.action_id "
+        "WHERE e.run_id = ANY($1::uuid[]) AND e.seq > $2"
+    )
+    return _rows(sql, [list(run_ids), seq])
 
 
 def _rows(sql: str, params: list) -> list[tuple]:

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import DurationField, ExpressionWrapper, F, Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from runs.exceptions import (
@@ -16,7 +16,7 @@ from runs.exceptions import (
 from runs.models import (
     Lease,
 )
-from runs.record.direct_sql import leases_expire, leases_lock, leases_take
+from runs.record.direct_sql import leases_expire, leases_lock, leases_remaining, leases_take
 from runs.record.events import LeaseToken
 
 
@@ -81,15 +81,9 @@ def leases_left(leases: list[LeaseToken]) -> dict[str, float]:
     """Of `leases`, those still held, with the seconds each has left by the database's
     clock: {run id: seconds}. One read, no lock: a fence before calls, not a guard."""
     versions = {lease.run_id: (lease.owner, lease.version) for lease in leases}
-    left = ExpressionWrapper(F("expires_at") - Now(), output_field=DurationField())
-    rows = (
-        Lease.objects.filter(run_id__in=list(versions), expires_at__gt=Now())
-        .annotate(left=left)
-        .values_list("run_id", "owner", "lease_version", "left")
-    )
     return {
-        str(run_id): remaining.total_seconds()
-        for run_id, owner, version, remaining in rows
+        str(run_id): seconds
+        for run_id, owner, version, seconds in leases_remaining(list(versions))
         if versions[str(run_id)] == (owner, version)
     }
 
