@@ -30,6 +30,10 @@ from runs.models import (
 # so a page costs the same number of queries with 5 rows or 500.
 
 PAGE_SIZE = 50
+# The inbox's items are cards (arguments, observation, decision forms: ~5 KB of HTML each,
+# the whole list re-rendered on every 10-second refresh); at 50 a page, rendering them was
+# two thirds of the page's server time (docs/PERFORMANCE.md, pages at volume).
+INBOX_PAGE_SIZE = 25
 EVENTS_PAGE_SIZE = 100
 CHECKPOINTS_SHOWN = 10
 EXPIRED_SHOWN = 20
@@ -109,10 +113,12 @@ def inbox_page(*, tenant: Tenant, filters: InboxFilters, after: str = "") -> Pag
     if after:
         rows = _after_inbox_cursor(rows, after)
     found = list(
-        rows.prefetch_related(_approvals_prefetch()).order_by("expires_at", "pk")[: PAGE_SIZE + 1]
+        rows.prefetch_related(_approvals_prefetch()).order_by("expires_at", "pk")[
+            : INBOX_PAGE_SIZE + 1
+        ]
     )
-    more = len(found) > PAGE_SIZE
-    found = found[:PAGE_SIZE]
+    more = len(found) > INBOX_PAGE_SIZE
+    found = found[:INBOX_PAGE_SIZE]
     return Page(found, _inbox_cursor(found[-1]) if more else "")
 
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from runs.selectors import PAGE_SIZE
+from runs.selectors import INBOX_PAGE_SIZE, PAGE_SIZE
 from runs.services import tool_policy_set
 from runs.tools.registry import all_tools
 from tests.factories import make_action, make_observation, make_run
@@ -52,7 +52,7 @@ def test_the_inbox_and_the_run_list_cost_the_same_queries_with_500_items_as_with
         big_runs = operator_client.get(reverse("run_list")).content.decode()
 
     assert items_on(small_inbox) == 5
-    assert items_on(big_inbox) == PAGE_SIZE
+    assert items_on(big_inbox) == INBOX_PAGE_SIZE
     assert "<strong>500</strong> waiting" in big_inbox
     assert len(run_links(big_runs)) == PAGE_SIZE
 
@@ -60,7 +60,7 @@ def test_the_inbox_and_the_run_list_cost_the_same_queries_with_500_items_as_with
 def test_keyset_pages_walk_the_whole_inbox_once_at_a_fixed_cost(
     operator_client, tenant, django_assert_num_queries
 ):
-    add_waiting(tenant, PAGE_SIZE + 7)
+    add_waiting(tenant, INBOX_PAGE_SIZE + 7)
     first = operator_client.get(reverse("inbox")).content.decode()
     next_url = re.search(r'href="(/inbox/\?after=[^"]+)"', first).group(1).replace("&amp;", "&")
 
@@ -70,7 +70,7 @@ def test_keyset_pages_walk_the_whole_inbox_once_at_a_fixed_cost(
 
     seen_first = set(re.findall(r'<article id="action-([0-9a-f-]+)"', first))
     seen_second = set(re.findall(r'<article id="action-([0-9a-f-]+)"', second))
-    assert len(seen_first) == PAGE_SIZE
+    assert len(seen_first) == INBOX_PAGE_SIZE
     assert len(seen_second) == 7
     assert not seen_first & seen_second
     assert "Later requests" not in second
