@@ -1,6 +1,6 @@
 """Runs the simulation at length, or replays one seed:
 
-    python -m tests.simulation --examples 200            # 200 per fault, 15 faults: 3,000
+    python -m tests.simulation --examples 200            # 200 per fault, 19 faults: 3,800
     python -m tests.simulation --examples 200 --seed 42  # the same examples again
     python -m tests.simulation --focus provider:mismatch --seed 42 --steps 60
 
