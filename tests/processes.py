@@ -52,7 +52,8 @@ class Workers:
     def __init__(self, sandbox_url: str) -> None:
         self.sandbox_url = sandbox_url
         self.processes: list[subprocess.Popen] = []
-        self.names: dict[int, str] = {}
+        # The RQ worker processes' names (a test may add other processes to stop, unnamed).
+        self.names: dict[subprocess.Popen, str] = {}
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {
@@ -93,7 +94,7 @@ class Workers:
             start_new_session=True,
         )
         self.processes.append(process)
-        self.names[process.pid] = name
+        self.names[process] = name
         return process
 
     def run_burst(self, *, fault_point: str = "", timeout: float = 60) -> int:
@@ -116,11 +117,7 @@ class Workers:
         killed with SIGKILL: the kill was the test's own doing, and what it left behind is the
         lease sweep's to recover, which the test asserts on its own terms."""
         queue = django_rq.get_queue(settings.RQ_EXECUTION_QUEUE)
-        killed = {
-            self.names[process.pid]
-            for process in self.processes
-            if process.poll() == -signal.SIGKILL
-        }
+        killed = {name for process, name in self.names.items() if process.poll() == -signal.SIGKILL}
         failures = []
         for job in Job.fetch_many(queue.failed_job_registry.get_job_ids(), queue.connection):
             if job is None:
