@@ -133,8 +133,8 @@ class IntentText:
 
 class PathsById:
     """Paths of URL names taking one id, for many ids: reverse() once per name with a stand-in
-    id, then each id put in its place. An inbox page needs ~250 such paths, and each reverse()
-    costs ~30 µs (7 ms a page)."""
+    id, then each id put in its place. An inbox page needs up to 225 such paths (5 an item),
+    and each reverse() costs ~30 µs (~7 ms a page)."""
 
     STAND_IN = str(uuid.UUID(int=0))
 
@@ -185,7 +185,7 @@ ITEM_URL_NAMES = {
 @dataclass
 class InboxItem(IntentText):
     """One request as the operator judges it; every value a template needs, computed here
-    once (an inbox page renders 70 of them: each lookup and filter counts)."""
+    once (an inbox page renders up to 45 of them: each lookup and filter counts)."""
 
     action: Action
     now: datetime
