@@ -11,7 +11,9 @@ plus extensions where they help: `rule` and `path` for a body the strict parser 
 - 404: no such object for this tenant (another tenant's objects are 404 too, never 403);
 - 409: the state does not allow it now (invalid_transition, stale_state, grant_mismatch,
   lease conflicts, definition_changed: the server's tool definition changed under the same
-  contract version), or the same Idempotency-Key is still in flight;
+  contract version, unsigned_rows: the run's intents or grants in the database differ from
+  what its last checkpoint signed, so nothing more is signed until a person recovers it), or
+  the same Idempotency-Key is still in flight;
 - 422: well-formed JSON that means something invalid (validation_error, invalid_arguments,
   missing_evidence, intent_conflict), or an Idempotency-Key reused with another body;
 - 429: the token is over its request rate (rate_limited) or has too many long-polls waiting
@@ -83,6 +85,7 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ),
         ProblemType("rate_limited", 429, "Too many requests with this token"),
         ProblemType("too_many_long_polls", 429, "Too many long-polls of this token waiting"),
+        ProblemType("unsigned_rows", 409, "The run's rows differ from its signed checkpoint"),
         ProblemType("checkpoint_invalid", 500, "The stored checkpoint failed verification"),
         ProblemType("internal_error", 500, "Internal error"),
         ProblemType("limits_unavailable", 503, "Request limits cannot be checked now"),

@@ -82,6 +82,19 @@ class CheckpointError(RunsError):
         self.step = step
 
 
+class UnsignedRows(CheckpointError):
+    """A new checkpoint would sign an intent or grant that the last verified one did not
+    sign and no service wrote in this transaction (runs.record.carry): refused, never
+    laundered into a signed state."""
+
+    code = "unsigned_rows"
+
+    def __init__(self, problems: list[str]) -> None:
+        detail = "; ".join(problems)
+        super().__init__("binding", f"the rows differ from the signed checkpoint: {detail}")
+        self.problems = problems
+
+
 class LinkUsed(RunsError):
     """A decision link from an email was already used: each decides once."""
 

@@ -22,18 +22,21 @@ from django.utils import timezone
 
 from control.clock import db_now
 from control.tenancy import roles_of_members
-from runs.exceptions import GrantMismatch, StaleState
+from runs.exceptions import GrantMismatch, StaleState, UnsignedRows
 from runs.execution.protocol import attempts_finish, budget_spent, phase_after_action
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
-from runs.record.checkpoints import (
-    build_state,
-    checkpoints_write,
-    state_document,
-)
+from runs.record.carry import build_state
+from runs.record.checkpoints import checkpoints_write, state_document
 from runs.record.completed import action_entry
 from runs.record.direct_sql import actions_move, events_after, rows_insert
 from runs.record.events import LeaseToken, append_events, runs_hold
-from runs.services import grant_problem, leases_held, leases_release, without
+from runs.services import (
+    checkpoint_or_stop,
+    grant_problem,
+    leases_held,
+    leases_release,
+    without,
+)
 from runs.tools.base import Tool
 from runs.tools.calls import ToolReceipt
 from runs.tools.retry import RetryPolicy
@@ -188,14 +191,24 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
             for run, step in zip(runs, steps, strict=True)
         ]
     )
-    checkpoints_write([(run, _state_after_receipt(run)) for run in runs])
+    signed, refused = [], []
+    for run in runs:
+        try:
+            signed.append((run, _state_after_receipt(run)))
+        except UnsignedRows:
+            refused.append(run)
+    if signed:
+        checkpoints_write(signed)
+    for run in refused:  # its receipt stays recorded; the run stops for a person
+        checkpoint_or_stop(run)
     leases_release([step.lease for step in steps])
     return lost
 
 
 def _state_after_receipt(run: Run) -> dict:
-    """A run that goes on executing is a plan with a next item to read; any other run holds
-    no open intent once its write succeeded (one open write per run outside plans)."""
+    """A run that goes on executing is a plan with a next item to read (carried forward from
+    its signed chain: UnsignedRows when its rows differ); any other run holds no open intent
+    once its write succeeded (one open write per run outside plans)."""
     if run.phase == Run.Phase.EXECUTING:
         return build_state(run)
     return state_document(run, pending=None, approval=None, in_doubt=[])

@@ -18,12 +18,12 @@ from control.clock import db_now
 from runs.exceptions import GrantMismatch
 from runs.execution import saga
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Attempt, Receipt, Run
-from runs.record.checkpoints import checkpoint_write
 from runs.record.completed import action_entry
 from runs.record.events import LeaseToken, append_event, runs_hold
 from runs.record.outbox import EXECUTE_JOB
 from runs.services import (
     action_set_status,
+    checkpoint_or_stop,
     grant_check,
     lease_release,
     lease_renew,
@@ -136,7 +136,7 @@ def _action_refuse(action: Action, run: Run, *, lease, error: GrantMismatch, wor
             "pending_work": without(run.pending_work, action.action_id),
         },
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 def action_not_resent(
@@ -164,7 +164,7 @@ def action_not_resent(
         payload={"reason": f"run is {run.phase}", "finding": finding[:2000]},
         changes=spent,
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 @transaction.atomic
@@ -233,7 +233,7 @@ def receipt_record(
         completed=action_entry(action),  # the receipt row is cached on the action
     )
     saga.step_succeeded(run, action=action, actor=worker)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     if source == Receipt.Source.RECONCILER:
         # A person's resolution joins the audit chain. A worker's receipt does not: the
         # receipt row and the run's hash-chained event prove it, and the chain's single head
@@ -330,4 +330,4 @@ def attempt_failed(
         )
         reason = f"{action.action_id} ({action.tool}) failed: {error_class}: {detail}"[:2000]
         saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease, spent=spent)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)

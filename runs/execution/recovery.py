@@ -24,11 +24,11 @@ from runs.execution.protocol import (
     load_action,
 )
 from runs.models import TERMINAL_PHASES, Action, Attempt, Run
-from runs.record.checkpoints import checkpoint_write
 from runs.record.events import LeaseToken, append_event
 from runs.record.outbox import EXECUTE_JOB, OPEN_CASE_JOB
 from runs.services import (
     action_set_status,
+    checkpoint_or_stop,
     outbox_write,
 )
 
@@ -58,7 +58,7 @@ def attempt_unknown(
         payload={"attempt": attempt.number, "error_class": error_class},
         changes=budget_spent(attempt.action.run, charged),
     )
-    checkpoint_write(attempt.action.run)
+    checkpoint_or_stop(attempt.action.run)
 
 
 @transaction.atomic
@@ -99,7 +99,7 @@ def action_retry_same_key(
         changes={**spent, "phase": Phase.EXECUTING} if resumed else spent,
     )
     outbox_write(run, job=EXECUTE_JOB, action=action)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 # A query by key that keeps failing is asked again after 2, 4, 8... seconds (at most
@@ -140,7 +140,7 @@ def query_failed(*, action_pk, lease: LeaseToken, detail: str, worker: str, reas
     Action.objects.filter(pk=action.pk, status=Status.IN_FLIGHT).update(
         next_attempt_at=db_now() + timedelta(seconds=pause)
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 @transaction.atomic
@@ -178,7 +178,7 @@ def action_uncertain(
         },
     )
     outbox_write(run, job=OPEN_CASE_JOB, action=action)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 @transaction.atomic
@@ -205,7 +205,7 @@ def action_unsupported(*, action_pk, lease: LeaseToken, detail: str, worker: str
     )
     reason = f"{action.action_id} ({action.tool} {action.contract_version}): {detail}"[:2000]
     saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 @transaction.atomic
@@ -238,7 +238,7 @@ def _fail_for_good(
         actor=actor,
         lease=None,
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
 
 
 def _operator(user, run: Run, doing: str) -> str:
@@ -262,7 +262,7 @@ def action_retry_now(*, action_pk, user) -> None:
     )
     append_event(run, type="action.retry_now", actor=actor, action=action)
     outbox_write(run, job=EXECUTE_JOB, action=action)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     audit_record(
         actor=actor,
         verb="action.retry_now",

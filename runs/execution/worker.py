@@ -19,7 +19,6 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
-from control.audit import audit_record
 from control.canonical import canonical_json, content_hash
 from control.counters import count_event
 from runs.exceptions import CheckpointError, LeaseLost
@@ -35,7 +34,7 @@ from runs.record.checkpoints import (
 from runs.record.direct_sql import compiled_rows
 from runs.record.events import LeaseToken, check_lease
 from runs.selectors import orphaned_actions, ready_actions
-from runs.services import lease_release, leases_claim, run_stop
+from runs.services import lease_release, leases_claim, run_stop, run_stop_unsigned
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall, ToolReceipt
 from runs.tools.registry import get_tool
@@ -170,17 +169,12 @@ def _executes_what_was_signed(state: dict, action: Action, worker: str) -> bool:
 
 @transaction.atomic
 def _refuse_unsigned(action: Action, differences: list[str], *, worker: str) -> None:
-    reason = f"{action.action_id} differs from its signed checkpoint: " + "; ".join(differences)
-    logger.error("run %s: %s", action.run_id, reason)
-    run_stop(action.run, phase=Run.Phase.FAILED, actor=worker, reason=reason[:2000])
-    audit_record(
+    run_stop_unsigned(
+        action.run,
+        reason=f"{action.action_id} differs from its signed checkpoint: " + "; ".join(differences),
+        differences=differences,
         actor=worker,
-        verb="action.refused_unsigned",
-        tenant=action.run.tenant,
-        object_type="action",
-        object_id=str(action.pk),
-        reason="the rows differ from the signed checkpoint; needs human recovery",
-        data={"differences": differences},
+        refused=("action", action.pk),
     )
 
 

@@ -13,13 +13,13 @@ from control import signing
 from control.canonical import canonical_json, idempotency_key, intent_digest
 from control.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError, LeaseLost
-from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoint, Run
+from runs.models import Action, Checkpoint, Run
 from runs.record.completed import COMPLETED_GENESIS
 from runs.record.direct_sql import rows_insert
 from runs.record.events import LeaseToken, check_lease, run_state, to_json_value
 from runs.record.upgraders import UPGRADERS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # How a run stopped by a refused checkpoint says so; `recover_run` looks for it.
 REFUSED_REASON_PREFIX = "checkpoint refused at"
 ENVELOPE_KEYS = frozenset({"schema_version", "key_id", "mac", "state"})
@@ -41,6 +41,7 @@ STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "pending_work": list,
     "pending_action": (dict, type(None)),
     "approval": (dict, type(None)),
+    "open_plan": (dict, type(None)),
     "completed": dict,
     "in_doubt_actions": list,
     "budget": dict,
@@ -101,41 +102,16 @@ def approval_state(action: Action, grants: list) -> dict | None:
     }
 
 
-def build_state(run: Run) -> dict:
-    """The recoverable state of `run` as the checkpoint records it."""
-    # Only the open intents: the cost of a checkpoint must not grow with the completed work,
-    # nor with a plan's size: a running run needs only the next one, a stopped one only the
-    # identities of those in doubt.
-    open_actions = run.actions.filter(status__in=OPEN_ACTION_STATUSES)
-    stopped = run.phase in TERMINAL_PHASES
-    pending = None
-    in_doubt = []
-    if stopped:
-        in_doubt = list(
-            open_actions.order_by("position", "created_at").values(
-                "action_id", "idempotency_key", "intent_digest", "status"
-            )
-        )
-    else:
-        pending = (
-            open_actions.order_by("position", "created_at")  # a plan's next item first
-            .select_related("observation")
-            .prefetch_related("approvals")
-            .first()
-        )
-    grants = [a for a in pending.approvals.all() if a.decision == "approve"] if pending else []
-    return state_document(
-        run,
-        pending=pending_action_state(pending) if pending else None,
-        approval=approval_state(pending, grants) if pending else None,
-        in_doubt=in_doubt,
-    )
-
-
 def state_document(
-    run: Run, *, pending: dict | None, approval: dict | None, in_doubt: list
+    run: Run,
+    *,
+    pending: dict | None,
+    approval: dict | None,
+    in_doubt: list,
+    open_plan: dict | None = None,
 ) -> dict:
-    """The checkpoint state of `run` from its parts; no queries."""
+    """The checkpoint state of `run` from its parts; no queries (runs.record.carry builds
+    the parts that must be carried forward from the last verified checkpoint)."""
     fields = run_state(run)
     return {
         "run_id": str(run.id),
@@ -149,6 +125,7 @@ def state_document(
         "pending_work": run.pending_work,
         "pending_action": pending,
         "approval": approval,
+        "open_plan": open_plan,
         "completed": {"count": run.completed_count, "digest": run.completed_digest},
         "in_doubt_actions": in_doubt,
         "budget": {"limit": run.budget_limit, "used": run.budget_used},
@@ -199,18 +176,10 @@ def sign_state(state: dict) -> tuple[str, str]:
     return key_id, envelope.decode()
 
 
-def checkpoint_write(run: Run) -> Checkpoint:
-    """Signs the run's current state; call inside the transaction that changed it. A service
-    that calls another service may reach the same version twice in one transaction: the
-    later, fuller state replaces the earlier one before anything is committed."""
-    (checkpoint,) = checkpoints_write([(run, build_state(run))])
-    return checkpoint
-
-
 def checkpoints_write(states: list[tuple[Run, dict]]) -> list[Checkpoint]:
-    """Signs each run's `state` (built by build_state or, from rows already in hand, by
-    state_document) at the run's current version: one INSERT ... ON CONFLICT DO UPDATE for
-    all of them, inside the transaction that changed the runs."""
+    """Signs each run's `state` (built by runs.record.carry.build_state or, from rows
+    already in hand, by state_document) at the run's current version: one INSERT ... ON
+    CONFLICT DO UPDATE for all of them, inside the transaction that changed the runs."""
     rows = []
     for run, state in states:
         key_id, body = sign_state(state)
@@ -300,6 +269,7 @@ def check_invariants(state: dict) -> None:
             fail("waiting_approval requires the observation that justified the action")
         if phase == "executing":
             _check_approval(pending, state["approval"], fail)
+    _check_open_plan(state["open_plan"], pending, fail)
     _check_completed(state["completed"], fail)
     if phase == "completed":
         _check_evidence(state, fail)
@@ -355,6 +325,31 @@ def _check_approval(pending: dict, approval: dict | None, fail) -> None:
             fail(f"the approval has no {field}")
     if approval["target_scope"] != pending["target"]:
         fail("the approval's scope does not cover the target")
+
+
+OPEN_PLAN_FIELDS = {
+    "id": str,
+    "digest": str,
+    "from_position": int,
+    "items": int,
+    "items_hash": str,
+    "grant": (dict, type(None)),
+}
+
+
+def _check_open_plan(open_plan: dict | None, pending: dict | None, fail) -> None:
+    """A plan's signed link (runs.record.carry) sits beside the plan's next item only."""
+    if open_plan is None:
+        return
+    if pending is None:
+        fail("open_plan requires its next item as the pending action")
+    if set(open_plan) != set(OPEN_PLAN_FIELDS) or any(
+        isinstance(open_plan[field], bool) or not isinstance(open_plan[field], kind)
+        for field, kind in OPEN_PLAN_FIELDS.items()
+    ):
+        fail(f"open_plan must hold exactly {sorted(OPEN_PLAN_FIELDS)} with their types")
+    if not DIGEST.fullmatch(open_plan["items_hash"]) or open_plan["items"] < 1:
+        fail("open_plan must sign the link of at least one item")
 
 
 def _check_completed(completed: dict, fail) -> None:

@@ -58,4 +58,14 @@ def _v1_to_v2(state: dict) -> dict:
     return upgraded
 
 
-UPGRADERS: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2}
+def _v2_to_v3(state: dict) -> dict:
+    """v3 signs a plan's items as a chain beside its next item (`open_plan`). v2 signed only
+    the next item: an upgraded state vouches for no other item of its plan, so a plan in
+    progress when the server was upgraded stops at its next checkpoint for a person
+    (recover_run), never trusting items nobody signed."""
+    if "open_plan" in state:
+        raise CheckpointError("upgrade", "v2 -> v3: the state already holds open_plan")
+    return {**state, "open_plan": None}
+
+
+UPGRADERS: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2, 2: _v2_to_v3}

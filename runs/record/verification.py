@@ -5,6 +5,7 @@ from __future__ import annotations
 from runs.exceptions import CheckpointError
 from runs.models import Run
 from runs.record.binding import intent_differences
+from runs.record.carry import PLAN_ENTRY_FIELDS, plan_chain, plan_entry
 from runs.record.checkpoints import latest_verified
 from runs.record.completed import completed_verify
 from runs.record.events import replay, run_state, verify_chain
@@ -55,4 +56,23 @@ def _pending_rows_differ(run: Run, state: dict) -> list[str]:
     action = run.actions.select_related("observation").filter(pk=signed["id"]).first()
     if action is None:
         return [f"the signed pending intent {signed['action_id']} has no row"]
-    return [f"pending intent: {line}" for line in intent_differences(state, action)]
+    problems = [f"pending intent: {line}" for line in intent_differences(state, action)]
+    return [*problems, *_plan_rows_differ(run, state["open_plan"])]
+
+
+def _plan_rows_differ(run: Run, open_plan: dict | None) -> list[str]:
+    """Every item of the plan from its next one on must be what the signed chain commits
+    to: an item edited while it waits its turn is found now, not only when it is sent."""
+    if open_plan is None:
+        return []
+    rows = (
+        run.actions.filter(plan_id=open_plan["id"], position__gte=open_plan["from_position"])
+        .order_by("position")
+        .values(*PLAN_ENTRY_FIELDS)
+    )
+    if plan_chain([plan_entry(row) for row in rows])[0] != open_plan["items_hash"]:
+        return [
+            f"the plan's items from position {open_plan['from_position']} differ from the "
+            f"{open_plan['items']} the checkpoint signed"
+        ]
+    return []

@@ -48,6 +48,7 @@ from runs.services.plans import (
 )
 from runs.services.policies import tool_policy_set
 from runs.services.runs import (
+    checkpoint_or_stop,
     observation_record,
     run_cancel,
     run_complete,
@@ -57,6 +58,7 @@ from runs.services.runs import (
     run_restore,
     run_start,
     run_stop,
+    run_stop_unsigned,
 )
 from runs.services.standing import (
     standing_grant_approve,
@@ -75,6 +77,7 @@ __all__ = [
     "approval_escalate",
     "approval_expire",
     "approval_warn_expiring",
+    "checkpoint_or_stop",
     "decide_by_link",
     "grant_check",
     "grant_problem",
@@ -102,6 +105,7 @@ __all__ = [
     "run_restore",
     "run_start",
     "run_stop",
+    "run_stop_unsigned",
     "run_unchanged_since_proposal",
     "standing_grant_approve",
     "standing_grant_propose",

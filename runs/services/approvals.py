@@ -21,11 +21,12 @@ from runs.models import (
     Run,
     RunEvent,
 )
-from runs.record.checkpoints import checkpoint_write
+from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB, NOTIFY_JOB
 from runs.record.payloads import action_approved
 from runs.services.common import action_set_status, notify_approvers, outbox_write, without
+from runs.services.runs import checkpoint_or_stop
 
 Phase = Run.Phase
 Status = Action.Status
@@ -92,6 +93,7 @@ def approval_decide(
         expires_at=action.expires_at,
         created_at=now,
     )
+    authored([approval.pk])
     actor = approver.get_username()
     if decision == Approval.Decision.REJECT:
         action_set_status(
@@ -125,7 +127,7 @@ def approval_decide(
             action=action,
             payload={"approvals": len(grants) + 1, "required": action.required_approvals},
         )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     audit_record(
         actor=actor,
         verb=f"action.{decision}",
@@ -224,7 +226,7 @@ def approval_expire(*, action: Action) -> bool:
             "pending_work": without(run.pending_work, action.action_id),
         },
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return True
 
 

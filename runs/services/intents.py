@@ -25,7 +25,7 @@ from runs.models import (
     Observation,
     Run,
 )
-from runs.record.checkpoints import checkpoint_write
+from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_proposed
@@ -42,7 +42,7 @@ from runs.services.common import (
     require_phase,
 )
 from runs.services.definitions import tool_definition_confirm
-from runs.services.runs import run_enforce_limits
+from runs.services.runs import checkpoint_or_stop, run_enforce_limits
 from runs.services.standing import standing_grant_apply
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
@@ -229,12 +229,13 @@ def _action_freeze(
         else None,
         next_attempt_at=None if policy.needs_approval else now,
     )
+    authored([action.pk])
     append_event(run, actor=proposed_by, action=action, **action_proposed(run=run, action=action))
     if not policy.needs_approval:
         outbox_write(run, job=EXECUTE_JOB, action=action)
     elif standing_grant_apply(run, action, allowed=policy.standing_grants_allowed) is None:
         notify_approvers(run, action, kind=notifications.REQUESTED)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return action
 
 

@@ -38,14 +38,14 @@ from runs.exceptions import (
     StaleState,
 )
 from runs.models import Action, Approval, Observation, Plan, Run
-from runs.record.checkpoints import checkpoint_write
+from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.selectors import policy_for
 from runs.services.approvals import run_unchanged_since_proposal
 from runs.services.common import notify_approvers, outbox_write, require_phase
 from runs.services.intents import intent_frozen
-from runs.services.runs import run_enforce_limits
+from runs.services.runs import checkpoint_or_stop, run_enforce_limits
 
 MAX_PLAN_ITEMS = 1000
 Phase = Run.Phase
@@ -157,6 +157,7 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
         )
         for position, (item, target, args, item_digest) in enumerate(frozen)
     )
+    authored([plan.pk])
     ids = [item.action_id for item in items]
     append_event(
         run,
@@ -170,7 +171,7 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
         },
     )
     notify_approvers(run, items[0], kind=notifications.REQUESTED)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return plan
 
 
@@ -214,7 +215,7 @@ def plan_decide(
         raise GrantMismatch("state_version", "the run changed since you looked; review it again")
     if len(reason) > 2000:
         raise InvalidArguments("reason is longer than 2000 characters")
-    Approval.objects.bulk_create(
+    grants = Approval.objects.bulk_create(
         Approval(
             tenant_id=plan.tenant_id,
             action=item,
@@ -230,6 +231,7 @@ def plan_decide(
         )
         for item in items
     )
+    authored(grant.pk for grant in grants)
     actor = approver.get_username()
     if decision == Approval.Decision.REJECT:
         _items_move(plan, Status.REJECTED, decision_reason=reason)
@@ -263,7 +265,7 @@ def plan_decide(
             payload={"plan": str(plan.pk), "approvals": len(granted) + 1},
         )
     plan.save(update_fields=["status", "decision_reason"])
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     audit_record(
         actor=actor,
         verb=f"plan.{decision}",
@@ -324,6 +326,7 @@ def plan_revise(
         size=len(kept),
         supersedes=plan,
     )
+    authored([revised.pk])
     plan.status = Plan.Status.SUPERSEDED
     plan.save(update_fields=["status"])
     note = f"dropped from the plan by {editor.get_username()}: {reason.strip()}"
@@ -359,7 +362,7 @@ def plan_revise(
         },
         changes={"pending_work": _without_items(run, dropped)},
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     audit_record(
         actor=editor.get_username(),
         verb="plan.revise",
@@ -392,7 +395,7 @@ def plan_expire(*, plan: Plan) -> bool:
         changes={"phase": Phase.RUNNING, "pending_work": _without_items(run, items)},
     )
     notify_approvers(run, items[0], kind=notifications.EXPIRED)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -10,7 +11,7 @@ from control.audit import audit_record
 from control.clock import db_now
 from control.models import Tenant
 from runs import notifications
-from runs.exceptions import InvalidArguments, InvalidTransition, MissingEvidence
+from runs.exceptions import InvalidArguments, InvalidTransition, MissingEvidence, UnsignedRows
 from runs.models import (
     TERMINAL_PHASES,
     Action,
@@ -18,16 +19,16 @@ from runs.models import (
     Observation,
     Run,
 )
-from runs.record.checkpoints import (
-    REFUSED_REASON_PREFIX,
-    checkpoint_write,
-    latest_verified,
-)
+from runs.record.authored import authored
+from runs.record.carry import checkpoint_write
+from runs.record.checkpoints import REFUSED_REASON_PREFIX, latest_verified
 from runs.record.events import append_event
 from runs.record.payloads import observation_recorded, run_started
 from runs.record.verification import events_verify
 from runs.selectors import policy_for, run_effects_report
 from runs.services.common import action_set_status, notify_approvers, require_phase
+
+logger = logging.getLogger(__name__)
 
 Phase = Run.Phase
 MOVED_REASON = "moved: exported for import in another installation"
@@ -60,7 +61,7 @@ def run_start(
             goal=goal, plan=plan, budget_limit=budget_limit, deadline=deadline, versions=versions
         ),
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return run
 
 
@@ -80,7 +81,7 @@ def observation_record(
         summary=summary,
     )
     append_event(run, actor=actor, **observation_recorded(observation=observation))
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return observation
 
 
@@ -119,8 +120,43 @@ def run_stop(run: Run, *, phase: str, reason: str, actor: str) -> dict:
         payload={"report": report},
         changes={"phase": phase, "stop_reason": reason, "pending_work": []},
     )
-    checkpoint_write(run)
+    checkpoint_write(run)  # a stopped run signs no intent: nothing to carry, nothing refused
     return report
+
+
+def checkpoint_or_stop(run: Run) -> None:
+    """Signs the run's new state, in the transaction that changed it. A run whose intents or
+    grants in the rows differ from what its last checkpoint signed (runs.record.carry) is
+    stopped for a person instead, audited: nothing of it is signed again, and what this
+    transaction recorded (a receipt, a decision) stays recorded."""
+    try:
+        checkpoint_write(run)
+    except UnsignedRows as error:
+        run_stop_unsigned(
+            run,
+            reason=f"{REFUSED_REASON_PREFIX} {error}; needs human recovery (manage.py recover_run)",
+            differences=error.problems,
+            actor="countersign",
+            refused=("run", run.pk),
+        )
+
+
+def run_stop_unsigned(
+    run: Run, *, reason: str, differences: list[str], actor: str, refused: tuple[str, object]
+) -> None:
+    """Stops a run whose rows differ from what its checkpoint signed, for a person (audited
+    as action.refused_unsigned, naming the run or the intent that was refused)."""
+    logger.error("run %s: %s", run.pk, reason)
+    run_stop(run, phase=Phase.FAILED, actor=actor, reason=reason[:2000])
+    audit_record(
+        actor=actor,
+        verb="action.refused_unsigned",
+        tenant=run.tenant,
+        object_type=refused[0],
+        object_id=str(refused[1]),
+        reason="the rows differ from the signed checkpoint; needs human recovery",
+        data={"differences": differences},
+    )
 
 
 @transaction.atomic
@@ -166,7 +202,7 @@ def run_complete(*, run: Run, action_ids: list[str], actor: str) -> Run:
         actor=actor,
         changes={"phase": Phase.COMPLETED, "evidence": evidence, "pending_work": []},
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     return run
 
 
@@ -227,7 +263,7 @@ def run_restore(*, state: dict, actor: str) -> Run:
     if pending is not None:
         restored = _restore_pending_action(run, pending)
         notify_approvers(run, restored, kind=notifications.REQUESTED)
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     audit_record(
         actor=actor,
         verb="run.import",
@@ -252,7 +288,7 @@ def _restore_pending_action(run: Run, pending: dict) -> Action:
             summary=seen["summary"],
         )
     policy = policy_for(tenant=run.tenant, tool=pending["tool"])
-    return Action.objects.create(
+    action = Action.objects.create(
         tenant_id=run.tenant_id,
         run=run,
         action_id=pending["action_id"],
@@ -272,6 +308,8 @@ def _restore_pending_action(run: Run, pending: dict) -> Action:
         base_event_seq=run.last_event_seq,
         expires_at=db_now() + timedelta(seconds=policy.approval_seconds),
     )
+    authored([action.pk])
+    return action
 
 
 @transaction.atomic
@@ -329,7 +367,7 @@ def run_recover(*, run: Run, actor: str, reason: str) -> Run:
         payload={"reason": reason, "refusal": refusal},
         changes={"phase": Phase.RUNNING, "stop_reason": "", "pending_work": []},
     )
-    checkpoint_write(run)
+    checkpoint_or_stop(run)
     audit_record(
         actor=actor,
         verb="run.recover",

@@ -24,6 +24,7 @@ from control.models import Tenant
 from control.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import InvalidArguments, InvalidTransition, NotAllowed
 from runs.models import Action, Approval, Run, StandingGrant, StandingGrantApproval
+from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_approved
@@ -172,7 +173,7 @@ def _admits(rule: StandingGrant, action: Action, approvers: list, now) -> Decima
 
 
 def _grant(run, action, rule: StandingGrant, approvers: list, amount: Decimal, now) -> None:
-    Approval.objects.bulk_create(
+    grants = Approval.objects.bulk_create(
         Approval(
             tenant_id=action.tenant_id,
             action=action,
@@ -188,6 +189,7 @@ def _grant(run, action, rule: StandingGrant, approvers: list, amount: Decimal, n
         )
         for person in approvers
     )
+    authored(grant.pk for grant in grants)
     rule.uses += 1
     rule.amount_used += amount
     rule.last_used_at = now

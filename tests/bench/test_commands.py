@@ -29,7 +29,8 @@ from bench.tools import BenchNoop
 from control.models import Tenant
 from runs.execution.drain import drain
 from runs.models import Action, Run, RunEvent
-from runs.record.checkpoints import build_state, sign_state
+from runs.record.carry import build_state
+from runs.record.checkpoints import sign_state
 from runs.record.verification import run_verify
 from runs.services import observation_record
 from runs.tools.registry import unregister_tool

@@ -20,7 +20,9 @@ from runs.execution import batch
 from runs.execution.drain import drain, process_claims
 from runs.execution.worker import claim_ready
 from runs.models import Action, Approval, Attempt, Checkpoint, Lease, Receipt, Run
-from runs.record.checkpoints import build_state, checkpoint_verify, checkpoint_write, sign_state
+from runs.record.authored import authored
+from runs.record.carry import build_state, checkpoint_write
+from runs.record.checkpoints import checkpoint_verify, sign_state
 from runs.record.events import append_event
 from runs.record.verification import run_verify
 from runs.services import lease_claim, run_cancel
@@ -108,7 +110,9 @@ def test_a_grant_that_no_longer_holds_is_refused_alone_and_the_rest_are_sent(noo
     Approval.objects.filter(action=refused).update(approver=leaver)
     Checkpoint.objects.filter(run=refused.run).delete()
     refused.run.refresh_from_db()
-    checkpoint_write(refused.run)  # signed with the grant as it now stands
+    with transaction.atomic():  # signed with the grant as it now stands, as a service would
+        authored([refused.pk, *refused.approvals.values_list("pk", flat=True)])
+        checkpoint_write(refused.run)
     Membership.objects.filter(user=leaver).delete()
 
     drain(worker="batch-worker")

@@ -243,12 +243,19 @@ def test_a_v1_checkpoint_the_upgrader_cannot_read_is_refused_at_upgrade(edit, me
     assert error.value.step == "upgrade"
 
 
+def test_a_v2_checkpoint_verifies_through_the_upgraders_vouching_for_no_plan():
+    state = checkpoint_verify((FIXTURES / "v2_waiting_approval.json").read_bytes())
+    assert state["phase"] == "waiting_approval"
+    assert state["open_plan"] is None
+    assert state["pending_action"]["action_id"] == "close-ticket"
+
+
 def test_a_checkpoint_from_a_newer_server_is_refused_with_what_to_do():
-    future = FIXTURES / "future" / "v3_from_a_newer_server.json"
+    future = FIXTURES / "future" / "v4_from_a_newer_server.json"
     with pytest.raises(CheckpointError, match="upgrade this server") as error:
         checkpoint_verify(future.read_bytes())
     assert error.value.step == "schema_version"
-    assert "v3" in str(error.value)
+    assert "v4" in str(error.value)
     assert f"v{SCHEMA_VERSION}" in str(error.value)
 
 

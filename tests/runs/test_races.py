@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from runs.exceptions import StaleState
 from runs.execution.worker import _verified_state
 from runs.models import Run
-from runs.record.checkpoints import checkpoint_write
+from runs.record.carry import checkpoint_write
 from runs.record.events import append_event
 from runs.services import lease_claim, observation_record
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
