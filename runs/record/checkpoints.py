@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from control import signing
-from control.canonical import canonical_json, idempotency_key, intent_digest
+from control.canonical import canonical_json, content_hash, idempotency_key, intent_digest
 from control.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError, LeaseLost
 from runs.models import Action, Checkpoint, Run
@@ -20,6 +20,9 @@ from runs.record.events import LeaseToken, check_lease, run_state, to_json_value
 from runs.record.upgraders import UPGRADERS
 
 SCHEMA_VERSION = 3
+# Agent data (the run's plan, its versions) past this size is signed as a digest, not copied.
+DETACH_BYTES = 4096
+DETACHABLE = frozenset({"plan", "versions"})
 # How a run stopped by a refused checkpoint says so; `recover_run` looks for it.
 REFUSED_REASON_PREFIX = "checkpoint refused at"
 ENVELOPE_KEYS = frozenset({"schema_version", "key_id", "mac", "state"})
@@ -47,6 +50,7 @@ STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "budget": dict,
     "deadline": (str, type(None)),
     "versions": dict,
+    "detached": dict,
     "next_eligible_at": (str, type(None)),
     "retry_count": int,
     "stop_reason": str,
@@ -113,6 +117,9 @@ def state_document(
     """The checkpoint state of `run` from its parts; no queries (runs.record.carry builds
     the parts that must be carried forward from the last verified checkpoint)."""
     fields = run_state(run)
+    detached: dict = {}
+    plan = _inline_or_detached("plan", run.plan, detached)
+    versions = _inline_or_detached("versions", run.versions, detached)
     return {
         "run_id": str(run.id),
         "tenant_id": str(run.tenant_id),
@@ -121,7 +128,7 @@ def state_document(
         "state_version": run.state_version,
         "last_event_seq": run.last_event_seq,
         "event_head_hash": run.event_head_hash,
-        "plan": run.plan,
+        "plan": plan,
         "pending_work": run.pending_work,
         "pending_action": pending,
         "approval": approval,
@@ -130,12 +137,27 @@ def state_document(
         "in_doubt_actions": in_doubt,
         "budget": {"limit": run.budget_limit, "used": run.budget_used},
         "deadline": fields["deadline"],
-        "versions": run.versions,
+        "versions": versions,
+        "detached": detached,
         "next_eligible_at": fields["next_eligible_at"],
         "retry_count": run.retry_count,
         "stop_reason": run.stop_reason,
         "evidence": run.evidence,
     }
+
+
+def _inline_or_detached(field: str, value: dict, detached: dict) -> dict:
+    """Agent data the checkpoint signs inline while small; past DETACH_BYTES it signs the
+    data's digest and size in `detached` instead (the run's row keeps the data, an export
+    carries it beside the envelope): a checkpoint is written on every change of the run, and
+    must not copy a large plan each time."""
+    if not value:
+        return value
+    data = canonical_json(value)
+    if len(data) <= DETACH_BYTES:
+        return value
+    detached[field] = {"digest": content_hash(data), "bytes": len(data)}
+    return {}
 
 
 def _signed_part(schema_version: int, key_id: str, state: bytes) -> bytes:
@@ -270,6 +292,7 @@ def check_invariants(state: dict) -> None:
         if phase == "executing":
             _check_approval(pending, state["approval"], fail)
     _check_open_plan(state["open_plan"], pending, fail)
+    _check_detached(state, fail)
     _check_completed(state["completed"], fail)
     if phase == "completed":
         _check_evidence(state, fail)
@@ -350,6 +373,23 @@ def _check_open_plan(open_plan: dict | None, pending: dict | None, fail) -> None
         fail(f"open_plan must hold exactly {sorted(OPEN_PLAN_FIELDS)} with their types")
     if not DIGEST.fullmatch(open_plan["items_hash"]) or open_plan["items"] < 1:
         fail("open_plan must sign the link of at least one item")
+
+
+def _check_detached(state: dict, fail) -> None:
+    detached = state["detached"]
+    if not set(detached) <= DETACHABLE:
+        fail(f"only {sorted(DETACHABLE)} may be detached")
+    for field, reference in detached.items():
+        if (
+            not isinstance(reference, dict)
+            or set(reference) != {"digest", "bytes"}
+            or not isinstance(reference["digest"], str)
+            or not DIGEST.fullmatch(reference["digest"])
+            or not isinstance(reference["bytes"], int)
+            or isinstance(reference["bytes"], bool)
+            or state[field] != {}
+        ):
+            fail(f"detached {field} must be a digest and size, with the field itself empty")
 
 
 def _check_completed(completed: dict, fail) -> None:

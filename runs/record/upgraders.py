@@ -59,13 +59,14 @@ def _v1_to_v2(state: dict) -> dict:
 
 
 def _v2_to_v3(state: dict) -> dict:
-    """v3 signs a plan's items as a chain beside its next item (`open_plan`). v2 signed only
+    """v3 signs a plan's items as a chain beside its next item (`open_plan`), and large
+    agent data as a digest (`detached`: a v2 state held it all inline). v2 signed only
     the next item: an upgraded state vouches for no other item of its plan, so a plan in
     progress when the server was upgraded stops at its next checkpoint for a person
     (recover_run), never trusting items nobody signed."""
     if "open_plan" in state:
         raise CheckpointError("upgrade", "v2 -> v3: the state already holds open_plan")
-    return {**state, "open_plan": None}
+    return {**state, "open_plan": None, "detached": {}}
 
 
 UPGRADERS: dict[int, Callable[[dict], dict]] = {1: _v1_to_v2, 2: _v2_to_v3}

@@ -34,6 +34,7 @@ from runs.services.leases import (
     leases_release,
 )
 from runs.services.ledger import ledger_export_record
+from runs.services.moves import run_move_out, run_restore
 from runs.services.outreach import (
     approval_escalate,
     decide_by_link,
@@ -53,9 +54,7 @@ from runs.services.runs import (
     run_cancel,
     run_complete,
     run_enforce_limits,
-    run_move_out,
     run_recover,
-    run_restore,
     run_start,
     run_stop,
     run_stop_unsigned,

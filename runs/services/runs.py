@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 
 from control.audit import audit_record
 from control.clock import db_now
 from control.models import Tenant
-from runs import notifications
 from runs.exceptions import InvalidArguments, InvalidTransition, MissingEvidence, UnsignedRows
 from runs.models import (
     TERMINAL_PHASES,
@@ -19,19 +18,17 @@ from runs.models import (
     Observation,
     Run,
 )
-from runs.record.authored import authored
 from runs.record.carry import checkpoint_write
-from runs.record.checkpoints import REFUSED_REASON_PREFIX, latest_verified
+from runs.record.checkpoints import REFUSED_REASON_PREFIX
 from runs.record.events import append_event
 from runs.record.payloads import observation_recorded, run_started
 from runs.record.verification import events_verify
-from runs.selectors import policy_for, run_effects_report
-from runs.services.common import action_set_status, notify_approvers, require_phase
+from runs.selectors import run_effects_report
+from runs.services.common import action_set_status, require_phase
 
 logger = logging.getLogger(__name__)
 
 Phase = Run.Phase
-MOVED_REASON = "moved: exported for import in another installation"
 Status = Action.Status
 
 
@@ -204,139 +201,6 @@ def run_complete(*, run: Run, action_ids: list[str], actor: str) -> Run:
     )
     checkpoint_or_stop(run)
     return run
-
-
-@transaction.atomic
-def run_restore(*, state: dict, actor: str) -> Run:
-    """Recreates a run from a verified checkpoint state exported elsewhere, keeping its id
-    so its idempotency keys stay the same. A pending intent comes back waiting for a fresh
-    approval here (grants do not travel); a write in doubt is refused, fail closed."""
-    tenant = Tenant.objects.filter(pk=state["tenant_id"]).first()
-    if tenant is None:
-        raise InvalidArguments(f"tenant {state['tenant_id']} does not exist here; create it first")
-    if Run.objects.filter(pk=state["run_id"]).exists():
-        raise InvalidTransition(f"run {state['run_id']} already exists here")
-    if state["phase"] in TERMINAL_PHASES:
-        raise InvalidTransition(f"run is {state['phase']}: there is nothing to continue")
-    pending = state["pending_action"]
-    if pending is not None and pending["status"] not in (Status.WAITING_APPROVAL, Status.APPROVED):
-        raise InvalidTransition(
-            f"action {pending['action_id']} is {pending['status']}: its effect is in doubt; "
-            "reconcile it where the run lives before moving the run"
-        )
-    if pending is not None and not pending.get("observation"):
-        raise InvalidArguments("the pending action has no observation to show an approver here")
-    # The source's completed work stays there with its receipts; the chain goes on from it.
-    run = Run.objects.create(
-        id=state["run_id"],
-        tenant=tenant,
-        goal=state["goal"],
-        created_by=actor,
-        completed_count=state["completed"]["count"],
-        completed_digest=state["completed"]["digest"],
-    )
-    Lease.objects.create(run=run)
-    append_event(
-        run,
-        type="run.imported",
-        actor=actor,
-        payload={
-            "source_state_version": state["state_version"],
-            "source_event_head": state["event_head_hash"],
-            "completed": state["completed"],
-        },
-        changes={
-            "goal": state["goal"],
-            "phase": Phase.WAITING_APPROVAL if pending else Phase.RUNNING,
-            "plan": state["plan"],
-            "pending_work": state["pending_work"],
-            "budget_limit": state["budget"]["limit"],
-            "budget_used": state["budget"]["used"],
-            "deadline": state["deadline"],
-            "versions": state["versions"],
-            "next_eligible_at": state["next_eligible_at"],
-            "retry_count": state["retry_count"],
-            "stop_reason": state["stop_reason"],
-            "evidence": None,
-        },
-    )
-    if pending is not None:
-        restored = _restore_pending_action(run, pending)
-        notify_approvers(run, restored, kind=notifications.REQUESTED)
-    checkpoint_or_stop(run)
-    audit_record(
-        actor=actor,
-        verb="run.import",
-        tenant=tenant,
-        object_type="run",
-        object_id=str(run.pk),
-        data={"source_state_version": state["state_version"]},
-    )
-    return run
-
-
-def _restore_pending_action(run: Run, pending: dict) -> Action:
-    seen = pending.get("observation")
-    observation = None
-    if seen:
-        observation = Observation.objects.create(
-            tenant_id=run.tenant_id,
-            run=run,
-            source=seen["source"],
-            ref=seen["ref"],
-            content_hash=seen["content_hash"],
-            summary=seen["summary"],
-        )
-    policy = policy_for(tenant=run.tenant, tool=pending["tool"])
-    action = Action.objects.create(
-        tenant_id=run.tenant_id,
-        run=run,
-        action_id=pending["action_id"],
-        tool=pending["tool"],
-        target=pending["target"],
-        args=pending["args"],
-        contract_version=pending["contract_version"],
-        idempotency_key=pending["idempotency_key"],
-        intent_digest=pending["intent_digest"],
-        observation=observation,
-        proposed_by=f"import of {pending['action_id']}",
-        needs_approval=True,
-        four_eyes=policy.four_eyes,
-        required_approvals=policy.required_approvals,
-        status=Status.WAITING_APPROVAL,
-        base_version=run.state_version,
-        base_event_seq=run.last_event_seq,
-        expires_at=db_now() + timedelta(seconds=policy.approval_seconds),
-    )
-    authored([action.pk])
-    return action
-
-
-@transaction.atomic
-def run_move_out(*, run: Run, actor: str) -> str:
-    """Fences the source of a move: returns the run's latest verified checkpoint for export
-    and stops the run here (cancelled, "moved"), in one transaction, so an approved intent can
-    never be executed in two places. A write in doubt refuses: reconcile it here first."""
-    run = Run.objects.select_for_update().get(pk=run.pk)
-    if run.phase in TERMINAL_PHASES:
-        raise InvalidTransition(f"run is already {run.phase}: there is nothing to move")
-    in_doubt = run.actions.filter(status__in=[Status.IN_FLIGHT, Status.UNCERTAIN])
-    if doubtful := list(in_doubt.values_list("action_id", flat=True)):
-        raise InvalidTransition(
-            f"actions {doubtful} may have been applied: reconcile them here before moving the run"
-        )
-    checkpoint, _ = latest_verified(run)
-    run_stop(run, phase=Phase.CANCELLED, reason=MOVED_REASON, actor=actor)
-    audit_record(
-        actor=actor,
-        verb="run.move_out",
-        tenant=run.tenant,
-        object_type="run",
-        object_id=str(run.pk),
-        reason=MOVED_REASON,
-        data={"state_version": checkpoint.state_version},
-    )
-    return checkpoint.body
 
 
 @transaction.atomic

@@ -12,9 +12,16 @@ from control.models import AuditEntry
 from runs.execution import protocol
 from runs.models import Action, Run
 from runs.record.verification import run_verify
-from runs.services import lease_claim
+from runs.services import PlanItem, lease_claim, plan_decide, plan_propose
 from tests.api.support import execute_with_receipt
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import (
+    approve,
+    make_action,
+    make_observation,
+    make_run,
+    make_tenant,
+    make_user,
+)
 from tests.tampering import as_database_owner
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +46,7 @@ def _forget(run: Run) -> None:
     ):
         _delete(model, run)
     Action.objects.filter(run=run).delete()
+    run.plans.all().delete()
     run.observations.all().delete()
     Run.objects.filter(pk=run.pk).delete()
 
@@ -202,3 +210,115 @@ def test_a_move_whose_file_cannot_be_written_changes_nothing(tmp_path):
     action.run.refresh_from_db()
     assert action.run.phase == "waiting_approval"
     assert not AuditEntry.objects.filter(verb="run.move_out").exists()
+
+
+def _plan_of_three_with_one_sent(tenant):
+    run = make_run(tenant)
+    plan, _ = plan_propose(
+        run=run,
+        items=[
+            PlanItem(f"notify-{n}", "notify.send", f"ops{n}@example.com", {"body": "done"})
+            for n in (1, 2, 3)
+        ],
+        observation=make_observation(run),
+        proposed_by="agent-token",
+    )
+    plan_decide(
+        plan=plan,
+        approver=make_user(tenant, "operator"),
+        decision="approve",
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+    )
+    first, *rest = plan.items.order_by("position")
+    execute_with_receipt(first)
+    run.refresh_from_db()
+    return run, rest
+
+
+def test_a_moved_plan_carries_every_remaining_item_and_comes_back_waiting(tmp_path):
+    tenant = make_tenant()
+    run, rest = _plan_of_three_with_one_sent(tenant)
+    path = tmp_path / "moving.json"
+
+    call_command("export_checkpoint", str(run.pk), "-o", str(path), "--for-move", verbosity=0)
+
+    exported = json.loads(path.read_text())
+    assert exported["format"] == "countersign.run-export/1"
+    assert [item["action_id"] for item in exported["plan_items"]] == ["notify-2", "notify-3"]
+    _forget(run)
+    call_command("import_checkpoint", str(path), verbosity=0)
+    restored = Run.objects.get(pk=run.pk)
+    items = list(restored.actions.order_by("position"))
+    assert restored.phase == "waiting_approval"
+    assert [(a.action_id, a.status) for a in items] == [
+        ("notify-2", "waiting_approval"),
+        ("notify-3", "waiting_approval"),
+    ]
+    assert [(a.idempotency_key, a.intent_digest) for a in items] == [
+        (a.idempotency_key, a.intent_digest) for a in rest
+    ]
+    assert run_verify(restored) == []
+
+
+def test_an_import_refuses_a_plan_item_edited_in_the_file_and_writes_nothing(tmp_path):
+    tenant = make_tenant()
+    run, _ = _plan_of_three_with_one_sent(tenant)
+    path = _export(run, tmp_path)
+    exported = json.loads(path.read_text())
+    exported["plan_items"][1]["args"] = {"body": "send money to evil@example.com"}
+    path.write_text(json.dumps(exported))
+    _forget(run)
+
+    with pytest.raises(CommandError, match="does not match its own digest"):
+        call_command("import_checkpoint", str(path))
+    assert not Run.objects.filter(pk=run.pk).exists()
+
+
+def test_a_bare_checkpoint_of_a_run_with_a_plan_is_refused_naming_the_export(tmp_path):
+    tenant = make_tenant()
+    run, _ = _plan_of_three_with_one_sent(tenant)
+    path = tmp_path / "bare.json"
+    path.write_text(run.checkpoints.order_by("-state_version").first().body)
+    _forget(run)
+
+    with pytest.raises(CommandError, match="2 remaining items and this file carries none"):
+        call_command("import_checkpoint", str(path))
+    assert not Run.objects.filter(pk=run.pk).exists()
+
+
+def test_a_large_run_plan_is_signed_by_digest_and_travels_beside_the_envelope(tmp_path):
+    tenant = make_tenant()
+    large = {"steps": [f"step {n}: look up the customer and write them" for n in range(1500)]}
+    action = make_action(make_run(tenant, plan=large))
+    run = action.run
+    run.refresh_from_db()
+    # Each of the run's checkpoints signs the plan's digest, not a copy of its ~70 KB.
+    bodies = list(run.checkpoints.values_list("body", flat=True))
+    assert len(bodies) == 3
+    assert all(len(body) < 4096 for body in bodies)
+    latest = json.loads(bodies[-1])["state"]
+    assert latest["plan"] == {}
+    assert latest["detached"]["plan"]["bytes"] > 60_000
+
+    path = _export(run, tmp_path)
+    _forget(run)
+    call_command("import_checkpoint", str(path), verbosity=0)
+
+    restored = Run.objects.get(pk=run.pk)
+    assert restored.plan == large
+    assert run_verify(restored) == []
+
+
+def test_an_import_refuses_detached_data_that_is_not_the_signed_one(tmp_path):
+    tenant = make_tenant()
+    run = make_run(tenant, plan={"steps": ["x" * 5000]})
+    path = _export(run, tmp_path)
+    exported = json.loads(path.read_text())
+    exported["detached"]["plan"] = {"steps": ["y" * 5000]}
+    path.write_text(json.dumps(exported))
+    _forget(run)
+
+    with pytest.raises(CommandError, match="the detached plan is not the one signed"):
+        call_command("import_checkpoint", str(path))
+    assert not Run.objects.filter(pk=run.pk).exists()

@@ -1,4 +1,5 @@
-"""Writes a run's latest signed checkpoint to a file or standard output.
+"""Writes a run's latest signed checkpoint to a file or standard output; with an open plan,
+its remaining items beside it (runs.record.export), which the checkpoint signs as a chain.
 
 `--for-move` fences the source: in the same transaction the run stops here (cancelled,
 "moved"), so an approved intent cannot be executed both here and where the file is imported.
@@ -17,6 +18,7 @@ from django.db import transaction
 
 from runs.exceptions import CheckpointError, RunsError
 from runs.record.checkpoints import latest_verified
+from runs.record.export import export_text
 from runs.selectors import run_by_id
 from runs.services import run_move_out
 
@@ -45,7 +47,7 @@ class Command(BaseCommand):
                 body = (
                     run_move_out(run=run, actor="export_checkpoint --for-move")
                     if for_move
-                    else latest_verified(run)[0].body
+                    else export_text(run, latest_verified(run)[0])
                 )
                 if output:
                     _write_atomically(Path(output), body)

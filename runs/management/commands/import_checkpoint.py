@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.exceptions import CheckpointError, RunsError
-from runs.record.checkpoints import checkpoint_verify
+from runs.record.export import import_verify
 from runs.selectors import run_by_id
 from runs.services import run_restore
 
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         except OSError as error:
             raise CommandError(f"cannot read {file}: {error.strerror}") from None
         try:
-            state = checkpoint_verify(data)
+            state, plan_items = import_verify(data)
         except CheckpointError as error:
             raise CommandError(f"refused at {error}") from None
         existing = run_by_id(state["run_id"])
@@ -47,7 +47,9 @@ class Command(BaseCommand):
             self.stdout.write(f"checkpoint valid: run {state['run_id']} ({state['phase']})")
             return
         try:
-            run = run_restore(state=state, actor="manage.py import_checkpoint")
+            run = run_restore(
+                state=state, plan_items=plan_items, actor="manage.py import_checkpoint"
+            )
         except RunsError as error:
             raise CommandError(str(error)) from None
         if options["verbosity"]:
