@@ -17,6 +17,7 @@ from runs.services import (
     approval_decide,
     approval_expire,
     observation_record,
+    plan_decide,
     run_start,
 )
 
@@ -114,3 +115,14 @@ def decide(action: Action, approver, *, decision: str, reason: str = "") -> None
         reason=reason,
     )
     action.refresh_from_db()
+
+
+def approve_plan(plan, approver) -> None:
+    """approver's approval of the plan as they saw it (its digest and base version)."""
+    plan_decide(
+        plan=plan,
+        approver=approver,
+        decision="approve",
+        seen_digest=plan.digest,
+        seen_state_version=plan.base_version,
+    )

@@ -14,23 +14,15 @@ from control.canonical import canonical_json, content_hash, idempotency_key, int
 from control.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint, Run
+from runs.record.binding import INTENT_FIELDS
 from runs.record.carry import plan_chain, plan_entry
 from runs.record.checkpoints import checkpoint_verify
 
 EXPORT_FORMAT = "countersign.run-export/1"
 EXPORT_KEYS = frozenset({"format", "checkpoint", "plan_items", "detached"})
-ITEM_FIELDS = (
-    "id",
-    "position",
-    "action_id",
-    "tool",
-    "target",
-    "args",
-    "contract_version",
-    "idempotency_key",
-    "intent_digest",
-    "needs_approval",
-)
+# An item whole: what the worker would send (the fields the send-time check compares), and
+# its place in the plan.
+ITEM_FIELDS = ("position", *(field for field in INTENT_FIELDS if field != "run_id"))
 
 
 def export_text(run: Run, checkpoint: Checkpoint) -> str:

@@ -12,10 +12,11 @@ from control.models import AuditEntry
 from runs.execution import protocol
 from runs.models import Action, Run
 from runs.record.verification import run_verify
-from runs.services import PlanItem, lease_claim, plan_decide, plan_propose
+from runs.services import PlanItem, lease_claim, plan_propose
 from tests.api.support import execute_with_receipt
 from tests.factories import (
     approve,
+    approve_plan,
     make_action,
     make_observation,
     make_run,
@@ -223,13 +224,7 @@ def _plan_of_three_with_one_sent(tenant):
         observation=make_observation(run),
         proposed_by="agent-token",
     )
-    plan_decide(
-        plan=plan,
-        approver=make_user(tenant, "operator"),
-        decision="approve",
-        seen_digest=plan.digest,
-        seen_state_version=plan.base_version,
-    )
+    approve_plan(plan, make_user(tenant, "operator"))
     first, *rest = plan.items.order_by("position")
     execute_with_receipt(first)
     run.refresh_from_db()

@@ -16,9 +16,16 @@ from control.models import AuditEntry
 from runs.models import Action, Approval, Run
 from runs.record.events import append_event
 from runs.record.verification import run_verify
-from runs.services import PlanItem, approval_decide, plan_decide, plan_propose, tool_policy_set
+from runs.services import PlanItem, approval_decide, plan_propose, tool_policy_set
 from sandbox.models import Effect
-from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
+from tests.factories import (
+    approve_plan,
+    make_action,
+    make_observation,
+    make_run,
+    make_tenant,
+    make_user,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -41,13 +48,7 @@ def approved_charges(tenant, amounts: list[int]):
         observation=make_observation(run, summary="two invoices due"),
         proposed_by="agent-token",
     )
-    plan_decide(
-        plan=plan,
-        approver=make_user(tenant, "operator"),
-        decision="approve",
-        seen_digest=plan.digest,
-        seen_state_version=plan.base_version,
-    )
+    approve_plan(plan, make_user(tenant, "operator"))
     return run, list(plan.items.order_by("position"))
 
 
