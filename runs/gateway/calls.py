@@ -11,16 +11,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
 from control.api_limits import long_poll_slot
 from control.canonical import intent_digest
 from runs.exceptions import InvalidTransition, RunsError
 from runs.gateway.outcomes import outcome
-from runs.gateway.sessions import Caller, session_run, session_start_run
+from runs.gateway.sessions import Caller, agent_locked, session_run, session_start_run
 from runs.models import Run
 from runs.selectors import (
     action_with_decisions,
+    agent_write,
     latest_observation,
     open_write,
     tool_catalog,
@@ -116,14 +117,27 @@ def _read(caller: Caller, tool, target: str, args: dict[str, Any]) -> dict:
 
 
 def _write(caller: Caller, tool, target: str, args: dict, action_id: str | None) -> dict:
-    run = session_run(caller)
+    """The write's envelope. A write this agent (token plus client name) already made, in
+    any of its sessions, is the same intent again (same tool, target and arguments, and the
+    same action_id or none): its status, or its receipt once executed, never a new request."""
     digest = intent_digest(tool=tool.name, target=target, args=args)
-    if action_id is None:
+    if action_id is not None:
+        action_id = action_id.strip()
+    else:
         action_id = DERIVED_ID_PREFIX + digest.removeprefix("sha256:")[:32]
+    with transaction.atomic():
+        repeated = agent_write(agent_locked(caller), action_id=action_id, digest=digest)
+        if repeated is not None:
+            return outcome(_loaded(caller, repeated.pk), base_url=caller.base_url)
+        return _propose(caller, tool, target, args, action_id, digest)
+
+
+def _propose(caller: Caller, tool, target: str, args: dict, action_id: str, digest: str) -> dict:
+    run = session_run(caller)
     try:
         action, _ = action_propose(
             run=run,
-            action_id=action_id.strip(),
+            action_id=action_id,
             tool=tool.name,
             target=target,
             args=args,

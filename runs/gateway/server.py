@@ -22,7 +22,7 @@ from mcp.server.lowlevel import Server
 from control.api_limits import ApiLimited
 from runs.gateway import calls
 from runs.gateway.outcomes import OUTCOME_SCHEMA
-from runs.gateway.sessions import Caller
+from runs.gateway.sessions import Caller, session_seen
 
 SERVER_NAME = "countersign"
 SERVER_VERSION = version("countersign")
@@ -133,6 +133,7 @@ def build_server(caller: Caller) -> Server:
 
 def dispatch(caller: Caller, name: str, arguments: dict[str, Any]) -> dict:
     """One tools/call, synchronously: a gateway tool or a catalog tool."""
+    session_seen(caller)
     gateway_tool = _GATEWAY_CALLS.get(name)
     if gateway_tool is not None:
         return gateway_tool(caller, arguments)

@@ -1,4 +1,5 @@
-"""Who calls through the MCP gateway, and the run each MCP session's calls belong to."""
+"""Who calls through the MCP gateway: the run each MCP session's calls belong to, and the
+agent (token plus client name) a session is, the same across sessions."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models.functions import Now
 
 from control.api_auth import actor_of
 from control.models import ApiToken
-from runs.models import TERMINAL_PHASES, McpSession, Run
+from runs.models import TERMINAL_PHASES, McpAgent, McpAgentRun, McpSession, Run
 from runs.services import run_start
 
 
@@ -43,7 +45,7 @@ def session_run(caller: Caller) -> Run:
         session.run = run_start(
             tenant=caller.token.tenant, goal=f"MCP session of {client}", created_by=caller.actor
         )
-        session.save(update_fields=["run", "last_seen_at"])
+        _run_of_agent(caller, session)
     return session.run
 
 
@@ -61,8 +63,42 @@ def session_start_run(
         budget_limit=budget,
         deadline=deadline,
     )
-    session.save(update_fields=["run", "last_seen_at"])
+    _run_of_agent(caller, session)
     return session.run
+
+
+def session_seen(caller: Caller) -> None:
+    """Marks the caller's session active now (the idle sweep ends a run nobody calls)."""
+    McpSession.objects.filter(token=caller.token, key=caller.session_key).update(last_seen_at=Now())
+
+
+def agent_locked(caller: Caller) -> McpAgent:
+    """The caller's agent, locked until the transaction ends: its writes are proposed one
+    at a time, whichever session they come from. Call inside transaction.atomic."""
+    agent, _ = McpAgent.objects.select_for_update().get_or_create(
+        token=caller.token,
+        client_name=_client_name(caller),
+        defaults={"tenant_id": caller.token.tenant_id},
+    )
+    return agent
+
+
+def _client_name(caller: Caller) -> str:
+    """The client's name as its session recorded it (a handshake-era client names itself
+    once, at `initialize`), else as this request gives it (a sessionless client names itself
+    in each request)."""
+    session = McpSession.objects.filter(token=caller.token, key=caller.session_key).first()
+    return (session.client_name if session else "") or caller.client_name
+
+
+def _run_of_agent(caller: Caller, session: McpSession) -> None:
+    session.save(update_fields=["run", "last_seen_at"])
+    agent, _ = McpAgent.objects.get_or_create(
+        token=caller.token,
+        client_name=_client_name(caller),
+        defaults={"tenant_id": caller.token.tenant_id},
+    )
+    McpAgentRun.objects.create(run=session.run, agent=agent)
 
 
 def _locked_session(caller: Caller) -> McpSession:

@@ -27,6 +27,7 @@ from runs.selectors.core import (
     runs_newest_first,
     tool_catalog,
 )
+from runs.selectors.gateway import REPEATABLE_STATUSES, agent_write, idle_mcp_runs
 from runs.selectors.ledger import (
     LEDGER_PAGE_SIZE,
     PROVEN_STATUSES,
@@ -74,6 +75,7 @@ __all__ = [
     "LEDGER_PAGE_SIZE",
     "PAGE_SIZE",
     "PROVEN_STATUSES",
+    "REPEATABLE_STATUSES",
     "InboxFilters",
     "LedgerPage",
     "LinkTarget",
@@ -87,11 +89,13 @@ __all__ = [
     "action_status",
     "action_with_decisions",
     "actions_by_ids",
+    "agent_write",
     "any_action_due",
     "approval_overrides",
     "completed_action_ids",
     "decision_link_target",
     "escalations_due",
+    "idle_mcp_runs",
     "inbox_expired",
     "inbox_page",
     "inbox_plans",
