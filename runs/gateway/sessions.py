@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models.functions import Now
+from django.utils import timezone
 
 from control.api_auth import actor_of
 from control.models import ApiToken
@@ -68,8 +68,11 @@ def session_start_run(
 
 
 def session_seen(caller: Caller) -> None:
-    """Marks the caller's session active now (the idle sweep ends a run nobody calls)."""
-    McpSession.objects.filter(token=caller.token, key=caller.session_key).update(last_seen_at=Now())
+    """Marks the caller's session active now (the idle sweep ends a run nobody calls). The
+    application's clock, as the run's own event times: idleness is an hour, not a lease."""
+    McpSession.objects.filter(token=caller.token, key=caller.session_key).update(
+        last_seen_at=timezone.now()
+    )
 
 
 def agent_locked(caller: Caller) -> McpAgent:
