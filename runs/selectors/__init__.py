@@ -27,6 +27,7 @@ from runs.selectors.core import (
     runs_newest_first,
     tool_catalog,
 )
+from runs.selectors.duplicates import Duplicate, duplicate_intents
 from runs.selectors.gateway import REPEATABLE_STATUSES, agent_write, idle_mcp_runs
 from runs.selectors.ledger import (
     LEDGER_PAGE_SIZE,
@@ -76,6 +77,7 @@ __all__ = [
     "PAGE_SIZE",
     "PROVEN_STATUSES",
     "REPEATABLE_STATUSES",
+    "Duplicate",
     "InboxFilters",
     "LedgerPage",
     "LinkTarget",
@@ -94,6 +96,7 @@ __all__ = [
     "approval_overrides",
     "completed_action_ids",
     "decision_link_target",
+    "duplicate_intents",
     "escalations_due",
     "idle_mcp_runs",
     "inbox_expired",
