@@ -39,13 +39,14 @@ def session_open(caller: Caller) -> McpSession:
 @transaction.atomic
 def session_run(caller: Caller) -> Run:
     """The run of the caller's session: started at its first call, and again once it ended."""
+    agent = agent_locked(caller)
     session = _locked_session(caller)
     if session.run is None or session.run.phase in TERMINAL_PHASES:
         client = session.client_name or caller.client_name or "an unnamed client"
-        session.run = run_start(
+        run = run_start(
             tenant=caller.token.tenant, goal=f"MCP session of {client}", created_by=caller.actor
         )
-        _run_of_agent(caller, session)
+        _session_moves_to(session, run, agent=agent)
     return session.run
 
 
@@ -55,15 +56,16 @@ def session_start_run(
 ) -> Run:
     """A new run for the caller's session (countersign_start_run); the one before keeps
     its intents and receipts, and a call the new run sees again is a new intent of it."""
+    agent = agent_locked(caller)
     session = _locked_session(caller)
-    session.run = run_start(
+    run = run_start(
         tenant=caller.token.tenant,
         goal=goal,
         created_by=caller.actor,
         budget_limit=budget,
         deadline=deadline,
     )
-    _run_of_agent(caller, session)
+    _session_moves_to(session, run, agent=agent)
     return session.run
 
 
@@ -77,7 +79,8 @@ def session_seen(caller: Caller) -> None:
 
 def agent_locked(caller: Caller) -> McpAgent:
     """The caller's agent, locked until the transaction ends: its writes are proposed one
-    at a time, whichever session they come from. Call inside transaction.atomic."""
+    at a time, whichever session they come from. Call inside transaction.atomic. Whoever
+    locks both takes the agent first, then the session: never the other way round."""
     agent, _ = McpAgent.objects.select_for_update().get_or_create(
         token=caller.token,
         client_name=_client_name(caller),
@@ -94,14 +97,10 @@ def _client_name(caller: Caller) -> str:
     return (session.client_name if session else "") or caller.client_name
 
 
-def _run_of_agent(caller: Caller, session: McpSession) -> None:
+def _session_moves_to(session: McpSession, run: Run, *, agent: McpAgent) -> None:
+    session.run = run
     session.save(update_fields=["run", "last_seen_at"])
-    agent, _ = McpAgent.objects.get_or_create(
-        token=caller.token,
-        client_name=_client_name(caller),
-        defaults={"tenant_id": caller.token.tenant_id},
-    )
-    McpAgentRun.objects.create(run=session.run, agent=agent)
+    McpAgentRun.objects.create(run=run, agent=agent)
 
 
 def _locked_session(caller: Caller) -> McpSession:

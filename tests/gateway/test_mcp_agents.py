@@ -5,10 +5,15 @@ request for approval. Another client name or another token is another agent."""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from django.db import connection, transaction
 
 from control.services import api_token_create
-from runs.models import Action, McpSession
+from runs.models import Action, McpAgent, McpSession
 from sandbox.models import Effect
 from tests.factories import approve, make_tenant, make_user
 from tests.mcp_client import over_http
@@ -73,3 +78,36 @@ def test_another_client_name_or_another_token_is_another_agent(live_server, sand
     assert len({desktop["action_id"], editor["action_id"], laptop["action_id"]}) == 3
     assert desktop["intent_digest"] == editor["intent_digest"] == laptop["intent_digest"]
     assert Action.objects.filter(status="waiting_approval").count() == 3
+
+
+def test_a_write_waits_for_its_agents_lock_so_two_sessions_at_once_freeze_one_intent(
+    live_server, sandbox
+):
+    tenant = make_tenant()
+    _, secret = api_token_create(tenant=tenant, name="desktop", actor="tests")
+    close_ticket(live_server, secret, "Desktop", {**CLOSE, "target": "ticket-8"})
+    agent = McpAgent.objects.get(client_name="Desktop")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_agents_lock() -> None:
+        try:
+            with transaction.atomic():
+                McpAgent.objects.select_for_update().get(pk=agent.pk)
+                holding.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        holder = pool.submit(hold_the_agents_lock)
+        assert holding.wait(timeout=10)
+        writes = [pool.submit(close_ticket, live_server, secret, "Desktop") for _ in range(2)]
+        time.sleep(1.5)
+        # Both sessions got as far as the agent's lock, and no further.
+        assert Action.objects.filter(target="ticket-7").count() == 0
+        release.set()
+        holder.result()
+        answers = [write.result() for write in writes]
+
+    assert answers[0]["action_id"] == answers[1]["action_id"]
+    assert Action.objects.filter(target="ticket-7").count() == 1
