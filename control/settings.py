@@ -170,6 +170,9 @@ COUNTERSIGN_CHECKPOINT_KEYS = env_signing_keys(
 )
 COUNTERSIGN_LEASE_SECONDS = env_int("COUNTERSIGN_LEASE_SECONDS", 30, minimum=1)
 COUNTERSIGN_APPROVAL_SECONDS = env_int("COUNTERSIGN_APPROVAL_SECONDS", 24 * 3600, minimum=1)
+# An MCP session's run that no call reached for this long is ended by the sweep (completed
+# with its receipts, else cancelled as idle); a run holding an open write is never ended.
+COUNTERSIGN_MCP_IDLE_SECONDS = env_int("COUNTERSIGN_MCP_IDLE_SECONDS", 3600, minimum=60)
 
 # Email (approval requested / about to expire / expired) and the optional signed webhook.
 _EMAIL_BACKEND = env_str(

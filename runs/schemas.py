@@ -11,18 +11,29 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from ninja import Schema
-from pydantic import AwareDatetime, ConfigDict, Field, StrictInt, StrictStr, field_validator
+from pydantic import (
+    AwareDatetime,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
+from runs.action_ids import reserved_action_id_refusal
+from runs.exceptions import InvalidArguments
 from runs.models import Action, Run
 
 MAX_WAIT_SECONDS = 30.0
+ACTION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._~-]*$"
 
 ActionId = Annotated[
     StrictStr,
     Field(
         min_length=1,
         max_length=200,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._~-]*$",
+        pattern=ACTION_ID_PATTERN,
         description="The agent's stable logical id of the action, e.g. close-ticket-7.",
     ),
 ]
@@ -31,10 +42,28 @@ ContractVersion = Annotated[
     StrictStr, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9._-]+$")
 ]
 Digest = Annotated[StrictStr, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+Target = Annotated[StrictStr, Field(min_length=1, max_length=500)]
 
 
 class Body(Schema):
     model_config = ConfigDict(extra="forbid")
+
+
+class ProposalBody(Body):
+    """A body proposing an intent under the agent's own logical id. A reserved id
+    (runs.action_ids, look-alikes read as a person reads them) is refused before any other
+    rule, as 422 invalid_arguments naming the rule, as the proposal service itself would:
+    the pattern below would refuse a look-alike too, but without saying why."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _action_id_not_reserved(cls, data: Any) -> Any:
+        action_id = data.get("action_id") if isinstance(data, dict) else None
+        refusal = reserved_action_id_refusal(action_id) if isinstance(action_id, str) else None
+        if refusal is not None:
+            # Not a ValueError: pydantic lets it through to the API's invalid_arguments.
+            raise InvalidArguments(refusal)
+        return data
 
 
 class RunIn(Body):
@@ -75,10 +104,10 @@ class ObservationIn(Body):
     summary: Annotated[StrictStr, Field(min_length=1, max_length=10_000)]
 
 
-class ActionIn(Body):
+class ActionIn(ProposalBody):
     action_id: ActionId
     tool: ToolName
-    target: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    target: Target
     args: dict[str, Any]
     contract_version: ContractVersion
     observation_id: UUID | None = Field(
@@ -86,10 +115,10 @@ class ActionIn(Body):
     )
 
 
-class PlanItemIn(Body):
+class PlanItemIn(ProposalBody):
     action_id: ActionId
     tool: ToolName
-    target: Annotated[StrictStr, Field(min_length=1, max_length=500)]
+    target: Target
     args: dict[str, Any]
     contract_version: ContractVersion = "v1"
 
@@ -99,6 +128,14 @@ class PlanIn(Body):
     observation_id: UUID | None = Field(
         None, description="The observation the plan rests on; required (a plan needs approval)."
     )
+
+
+class McpCallIn(ProposalBody):
+    """A catalog tool's call through /mcp/: the REST API's limits on the same fields."""
+
+    target: Target
+    args: dict[str, Any] = Field(default_factory=dict)
+    action_id: ActionId | None = None
 
 
 class EvidenceIn(Body):

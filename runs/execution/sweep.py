@@ -2,10 +2,10 @@
 
 One pass relays undelivered outbox messages, expires unanswered approval requests (a plan's as
 a whole), escalates those waiting past their tool policy's SLA, stops runs past their
-deadline, and makes sure a drain job waits in the queue when actions are due (ready, waiting
-for a retry, or orphaned in flight by a dead worker). Two sweepers at once are safe: every
-step is a compare-and-set, an enqueue under a deterministic job id, or a drain job (two of
-them at once only share the work).
+deadline, ends MCP sessions' runs left idle, and makes sure a drain job waits in the queue
+when actions are due (ready, waiting for a retry, or orphaned in flight by a dead worker).
+Two sweepers at once are safe: every step is a compare-and-set, an enqueue under a
+deterministic job id, or a drain job (two of them at once only share the work).
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils import timezone
 from redis.exceptions import RedisError
 
 from runs import notifications
 from runs.exceptions import RunsError
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Plan, Run
 from runs.record.outbox import drain_ensure_queued, relay
-from runs.selectors import any_action_due, escalations_due
+from runs.selectors import any_action_due, escalations_due, idle_mcp_runs
 from runs.services import (
     approval_escalate,
     approval_expire,
     approval_warn_expiring,
     plan_expire,
+    run_end_idle,
     run_enforce_limits,
 )
 
@@ -44,6 +46,7 @@ class SweepReport:
     warned: int = 0
     escalated: int = 0
     stopped: int = 0
+    idled: int = 0
     drains_enqueued: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -73,11 +76,25 @@ def sweep_once() -> SweepReport:
     )
     late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
     report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
+    report.idled = _end_idle_mcp_runs(report)
     notifications.requeue_lost()
     report.relayed = relay(OutboxMessage.objects.all())
     if any_action_due():
         report.drains_enqueued = _enqueue_drains()
     return report
+
+
+def _end_idle_mcp_runs(report: SweepReport) -> int:
+    """Ends the MCP sessions' runs nobody called for COUNTERSIGN_MCP_IDLE_SECONDS (the
+    application's clock, as their events' times), each in the phase its record supports."""
+    seconds = settings.COUNTERSIGN_MCP_IDLE_SECONDS
+    idle_since = timezone.now() - timedelta(seconds=seconds)
+    return _each(
+        report,
+        "idle",
+        idle_mcp_runs(idle_since=idle_since),
+        lambda run: run_end_idle(run=run, idle_since=idle_since, idle_seconds=seconds),
+    )
 
 
 def _each(report: SweepReport, step: str, rows, change) -> int:

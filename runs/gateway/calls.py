@@ -11,16 +11,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
+from pydantic import ValidationError
 
 from control.api_limits import long_poll_slot
 from control.canonical import intent_digest
-from runs.exceptions import InvalidTransition, RunsError
+from runs.exceptions import InvalidArguments, InvalidTransition, RunsError
 from runs.gateway.outcomes import outcome
-from runs.gateway.sessions import Caller, session_run, session_start_run
+from runs.gateway.sessions import Caller, agent_locked, session_run, session_start_run
 from runs.models import Run
+from runs.schemas import McpCallIn
 from runs.selectors import (
     action_with_decisions,
+    agent_write,
     latest_observation,
     open_write,
     tool_catalog,
@@ -36,7 +39,6 @@ from runs.waiting import PENDING_STATUSES, status_after_waiting
 MAX_WAIT_SECONDS = 50
 # The logical id of a write the client names none for: the tool and canonical arguments.
 DERIVED_ID_PREFIX = "mcp-"
-CALL_FIELDS = frozenset({"target", "args", "action_id"})
 
 
 class Refused(Exception):
@@ -59,17 +61,8 @@ def is_read(entry: dict[str, Any]) -> bool:
 
 def call_tool(caller: Caller, entry: dict[str, Any], arguments: dict[str, Any]) -> dict:
     """A catalog tool's call: a read's answer, or a write's envelope."""
-    unknown = sorted(set(arguments) - CALL_FIELDS)
-    if unknown:
-        raise Refused(f"unknown argument {unknown[0]!r}: a call takes target, args, action_id")
-    target, args = arguments.get("target"), arguments.get("args", {})
-    action_id = arguments.get("action_id")
-    if not isinstance(target, str):
-        raise Refused("target is required and must be a string")
-    if not isinstance(args, dict):
-        raise Refused("args must be an object")
-    if action_id is not None and (not isinstance(action_id, str) or not action_id.strip()):
-        raise Refused("action_id must be a non-empty string")
+    call = _call_arguments(arguments)
+    target, args, action_id = call.target, call.args, call.action_id
     tool = get_tool(entry["name"], entry["contract_version"])
     try:
         target, args = tool.normalize(target=target, args=args)
@@ -78,6 +71,29 @@ def call_tool(caller: Caller, entry: dict[str, Any], arguments: dict[str, Any]) 
     if is_read(entry):
         return _read(caller, tool, target, args)
     return _write(caller, tool, target, args, action_id)
+
+
+def _call_arguments(arguments: dict[str, Any]) -> McpCallIn:
+    """The call's target, args and action_id under the REST API's rules for the same fields
+    (runs.schemas.McpCallIn): lengths, the id's pattern, reserved ids, strict types."""
+    try:
+        return McpCallIn.model_validate(arguments)
+    except InvalidArguments as error:
+        raise Refused(str(error)) from None
+    except ValidationError as error:
+        raise Refused(_first_problem(error)) from None
+
+
+def _first_problem(error: ValidationError) -> str:
+    problem = error.errors()[0]
+    field = ".".join(str(part) for part in problem["loc"]) or "the call"
+    if problem["type"] == "missing":
+        return f"{field} is required"
+    if problem["type"] == "extra_forbidden":
+        return f"unknown argument {field!r}: a call takes target, args, action_id"
+    if problem["type"] == "dict_type":
+        return f"{field} must be an object"
+    return f"{field}: {problem['msg']}"
 
 
 def _read(caller: Caller, tool, target: str, args: dict[str, Any]) -> dict:
@@ -116,14 +132,25 @@ def _read(caller: Caller, tool, target: str, args: dict[str, Any]) -> dict:
 
 
 def _write(caller: Caller, tool, target: str, args: dict, action_id: str | None) -> dict:
-    run = session_run(caller)
+    """The write's envelope. A write this agent (token plus client name) already made, in
+    any of its sessions, is the same intent again (same tool, target and arguments, and the
+    same action_id or none): its status, or its receipt once executed, never a new request."""
     digest = intent_digest(tool=tool.name, target=target, args=args)
     if action_id is None:
         action_id = DERIVED_ID_PREFIX + digest.removeprefix("sha256:")[:32]
+    with transaction.atomic():
+        repeated = agent_write(agent_locked(caller), action_id=action_id, digest=digest)
+        if repeated is not None:
+            return outcome(_loaded(caller, repeated.pk), base_url=caller.base_url)
+        return _propose(caller, tool, target, args, action_id, digest)
+
+
+def _propose(caller: Caller, tool, target: str, args: dict, action_id: str, digest: str) -> dict:
+    run = session_run(caller)
     try:
         action, _ = action_propose(
             run=run,
-            action_id=action_id.strip(),
+            action_id=action_id,
             tool=tool.name,
             target=target,
             args=args,

@@ -18,16 +18,23 @@ import secrets
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from control.api_auth import rate_checked_token
 from control.api_limits import ApiLimited, limit_problem
+from control.api_parsing import parse_request_body
+from control.api_problems import BodyNotAcceptable, body_problem
+from control.strictjson import StrictJSONError
 from runs.gateway.sessions import Caller, session_open
 
 SESSION_HEADER = "Mcp-Session-Id"
 # The MCP spec's `_meta` key for the client's name (mcp_types.CLIENT_INFO_META_KEY).
 CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+# JSON-RPC's error codes for a body that is not a message, and for one with bad parameters.
+PARSE_ERROR = -32700
+INVALID_PARAMS = -32602
 
 
 @csrf_exempt
@@ -49,7 +56,11 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         )
         response["WWW-Authenticate"] = 'Bearer realm="countersign"'
         return response
-    message = _message(request.body)
+    try:
+        # The REST API's body rules, the same function: size, depth, strict JSON, no NUL.
+        message = parse_request_body(request)
+    except (StrictJSONError, BodyNotAcceptable, RequestDataTooBig) as error:
+        return _refused_body(error)
     minted = None
     session_id = request.headers.get(SESSION_HEADER)
     if session_id is None and message.get("method") == "initialize":
@@ -76,13 +87,14 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _message(body: bytes) -> dict[str, Any]:
-    """The JSON-RPC message, for naming the session only: the SDK parses and answers it."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return {}
-    return message if isinstance(message, dict) else {}
+def _refused_body(error: Exception) -> HttpResponse:
+    """A body the REST API would refuse, refused here with the same words as a JSON-RPC error
+    (the SDK's client surfaces it to the model: the id is unknown before parsing, so null)."""
+    problem = json.loads(body_problem(error).content)
+    code = INVALID_PARAMS if problem["code"] == "validation_error" else PARSE_ERROR
+    data = {key: problem[key] for key in ("code", "rule", "path", "errors") if key in problem}
+    error = {"code": code, "message": problem["detail"], "data": data}
+    return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=400)
 
 
 def _client_name(message: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from importlib.metadata import version
@@ -22,8 +23,10 @@ from mcp.server.lowlevel import Server
 from control.api_limits import ApiLimited
 from runs.gateway import calls
 from runs.gateway.outcomes import OUTCOME_SCHEMA
-from runs.gateway.sessions import Caller
+from runs.gateway.sessions import Caller, session_seen
+from runs.schemas import ACTION_ID_PATTERN
 
+logger = logging.getLogger(__name__)
 SERVER_NAME = "countersign"
 SERVER_VERSION = version("countersign")
 INSTRUCTIONS = """\
@@ -38,6 +41,10 @@ WRITE_NOTE = (
     "Through Countersign: frozen and held for a person's approval; answers at once with "
     "status pending_approval and an action_id for countersign_wait. The same call again "
     "returns the same intent, never a second execution."
+)
+INTERNAL_ERROR = (
+    "Countersign could not answer this call: an internal error, logged on the server. "
+    "Call again later, or ask the people who run it."
 )
 READ_NOTE = "Read-only: answered at once and recorded as an observation of this session's run."
 
@@ -117,6 +124,11 @@ def build_server(caller: Caller) -> Server:
             return _error(str(refusal))
         except ApiLimited as limited:
             return _error(f"{limited.detail}; wait before calling again")
+        except Exception:
+            # The SDK would send a handshake-era client the exception's own text (a
+            # database's, a connector's): as the API does, only the log gets the details.
+            logger.exception("MCP tools/call %s failed", params.name)
+            return _error(INTERNAL_ERROR)
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(document, indent=1))],
             structured_content=document,
@@ -133,6 +145,7 @@ def build_server(caller: Caller) -> Server:
 
 def dispatch(caller: Caller, name: str, arguments: dict[str, Any]) -> dict:
     """One tools/call, synchronously: a gateway tool or a catalog tool."""
+    session_seen(caller)
     gateway_tool = _GATEWAY_CALLS.get(name)
     if gateway_tool is not None:
         return gateway_tool(caller, arguments)
@@ -157,7 +170,11 @@ def catalog_tool(entry: dict[str, Any]) -> types.Tool:
             "type": "string",
             "minLength": 1,
             "maxLength": 200,
-            "description": "Your logical id for this write; by default the tool and arguments.",
+            "pattern": ACTION_ID_PATTERN,
+            "description": (
+                "Your logical id for this write; by default the tool and arguments. A new id "
+                "is a new intent; the same id and arguments again are the same intent."
+            ),
         }
     description = " ".join(filter(None, [entry["description"], READ_NOTE if read else WRITE_NOTE]))
     return types.Tool(

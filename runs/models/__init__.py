@@ -7,7 +7,7 @@ itself (a trigger refuses UPDATE and DELETE: migration 0002).
 
 from __future__ import annotations
 
-from runs.models.gateway import McpSession
+from runs.models.gateway import McpAgent, McpAgentRun, McpSession
 from runs.models.grants import StandingGrant, StandingGrantApproval
 from runs.models.intents import (
     OPEN_ACTION_STATUSES,
@@ -33,6 +33,8 @@ __all__ = [
     "DecisionLinkUse",
     "Escalation",
     "Lease",
+    "McpAgent",
+    "McpAgentRun",
     "McpSession",
     "Observation",
     "OutboxMessage",

@@ -196,6 +196,9 @@ class Action(models.Model):
                 condition=Q(status__in=_OPEN),
                 name="action_open_by_run",
             ),
+            # The inbox's duplicate notice: the tenant's other intents with a request's
+            # digest (runs.selectors.duplicates), without reading its history.
+            models.Index(fields=["tenant", "intent_digest"], name="action_tenant_digest"),
             # The inbox's expired section: the latest expiries first, without the rest.
             models.Index(
                 fields=["tenant", "expires_at"],

@@ -61,11 +61,12 @@ def _inbox_context(request: HttpRequest, query) -> dict:
     after = query.get("after", "")
     page = selectors.inbox_page(tenant=request.tenant, filters=filters, after=after)
     expired = [] if after else selectors.inbox_expired(tenant=request.tenant, filters=filters)
+    duplicates = selectors.duplicate_intents([*page.rows, *expired], tenant=request.tenant)
     return {
         "filter_form": form,
         "filters": filters,
-        "items": inbox_items(request, page.rows),
-        "expired_items": inbox_items(request, expired),
+        "items": inbox_items(request, page.rows, duplicates=duplicates),
+        "expired_items": inbox_items(request, expired, duplicates=duplicates),
         "waiting_count": selectors.inbox_waiting_count(tenant=request.tenant, filters=filters),
         "plans": [] if after else selectors.inbox_plans(tenant=request.tenant),
         "next_url": with_query(reverse("inbox"), query, after=page.next_cursor)

@@ -23,6 +23,7 @@ from runs.exceptions import CheckpointError, GrantMismatch, RunsError
 from runs.models import Action, Approval, Run, RunEvent
 from runs.pages.lookalikes import Lookalike, lookalikes
 from runs.record.checkpoints import checkpoint_verify
+from runs.selectors import Duplicate
 from runs.tools.base import Tool
 from runs.tools.errors import ToolError
 from runs.tools.registry import get_tool
@@ -192,6 +193,8 @@ class InboxItem(IntentText):
     user_pk: int | None
     outcome: Outcome | None = None
     paths: PathsById = field(default_factory=PathsById, repr=False, compare=False)
+    # Another open or recently executed intent with this digest (selectors.duplicate_intents).
+    duplicate: Duplicate | None = None
 
     @cached_property
     def run(self) -> Run:
@@ -275,9 +278,17 @@ class InboxItem(IntentText):
         return urls
 
 
-def inbox_items(request: HttpRequest, actions, outcome: Outcome | None = None) -> list[InboxItem]:
-    now, paths = timezone.now(), PathsById()
-    return [InboxItem(action, now, request.user.pk, outcome, paths) for action in actions]
+def inbox_items(
+    request: HttpRequest,
+    actions,
+    outcome: Outcome | None = None,
+    duplicates: dict[str, Duplicate] | None = None,
+) -> list[InboxItem]:
+    now, paths, duplicates = timezone.now(), PathsById(), duplicates or {}
+    return [
+        InboxItem(action, now, request.user.pk, outcome, paths, duplicates.get(str(action.pk)))
+        for action in actions
+    ]
 
 
 def sentence(text: str) -> str:

@@ -27,6 +27,8 @@ from runs.selectors.core import (
     runs_newest_first,
     tool_catalog,
 )
+from runs.selectors.duplicates import Duplicate, duplicate_intents
+from runs.selectors.gateway import REPEATABLE_STATUSES, agent_write, idle_mcp_runs
 from runs.selectors.ledger import (
     LEDGER_PAGE_SIZE,
     PROVEN_STATUSES,
@@ -74,6 +76,8 @@ __all__ = [
     "LEDGER_PAGE_SIZE",
     "PAGE_SIZE",
     "PROVEN_STATUSES",
+    "REPEATABLE_STATUSES",
+    "Duplicate",
     "InboxFilters",
     "LedgerPage",
     "LinkTarget",
@@ -87,11 +91,14 @@ __all__ = [
     "action_status",
     "action_with_decisions",
     "actions_by_ids",
+    "agent_write",
     "any_action_due",
     "approval_overrides",
     "completed_action_ids",
     "decision_link_target",
+    "duplicate_intents",
     "escalations_due",
+    "idle_mcp_runs",
     "inbox_expired",
     "inbox_page",
     "inbox_plans",

@@ -8,6 +8,7 @@ One module per family; callers import from this package.
 
 from __future__ import annotations
 
+from runs.action_ids import COMPENSATION_PREFIX
 from runs.services.approvals import (
     approval_decide,
     approval_expire,
@@ -19,7 +20,6 @@ from runs.services.approvals import (
 )
 from runs.services.common import action_set_status, outbox_write, without
 from runs.services.intents import (
-    COMPENSATION_PREFIX,
     action_ask_again,
     action_edit_and_approve,
     action_propose,
@@ -53,6 +53,7 @@ from runs.services.runs import (
     observation_record,
     run_cancel,
     run_complete,
+    run_end_idle,
     run_enforce_limits,
     run_recover,
     run_start,
@@ -98,6 +99,7 @@ __all__ = [
     "plan_revise",
     "run_cancel",
     "run_complete",
+    "run_end_idle",
     "run_enforce_limits",
     "run_move_out",
     "run_recover",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -12,6 +11,7 @@ from control.canonical import idempotency_key, intent_digest
 from control.clock import db_now
 from control.tenancy import APPROVER_ROLES, has_any_role
 from runs import notifications
+from runs.action_ids import reserved_action_id_refusal
 from runs.exceptions import (
     GrantMismatch,
     IntentConflict,
@@ -50,28 +50,6 @@ from runs.tools.registry import get_tool
 Phase = Run.Phase
 Status = Action.Status
 
-# Logical ids this service derives itself, so an agent may not propose them: a compensation
-# is `undo-<id>` (runs.execution.saga), an edit or an ask-again `<base>~N`
-# (derived_action_id). Otherwise an agent could pre-empt the id a derived intent needs (the
-# saga or the edit then fails on an intent conflict) or dress its own write up as an undo or
-# as an operator's edit. The prefix is refused in any case: `UNDO-` reads the same to a person.
-COMPENSATION_PREFIX = "undo-"
-RESERVED_ACTION_IDS = (
-    (
-        re.compile(re.escape(COMPENSATION_PREFIX), re.IGNORECASE),
-        f"ids starting with {COMPENSATION_PREFIX!r} are reserved for compensations",
-    ),
-    (
-        re.compile(r".*~[0-9]+\Z"),
-        "ids ending in '~' and digits are reserved for edited and re-asked intents",
-    ),
-)
-
-
-def reserved_action_id_rule(action_id: str) -> str | None:
-    """The rule that reserves `action_id` for an intent the service derives, if one does."""
-    return next((rule for pattern, rule in RESERVED_ACTION_IDS if pattern.match(action_id)), None)
-
 
 def action_propose(
     *,
@@ -89,7 +67,7 @@ def action_propose(
 ) -> tuple[Action, bool]:
     """Freezes an intent. The same logical action with the same digest returns the existing
     intent (created=False); with a different digest it is an IntentConflict. A reserved id
-    (RESERVED_ACTION_IDS) is refused unless `derived`: only the saga, edit-then-approve and
+    (runs.action_ids) is refused unless `derived`: only the saga, edit-then-approve and
     ask-again, which build those ids themselves, pass it."""
     target, args, digest = intent_frozen(
         run,
@@ -141,9 +119,9 @@ def intent_frozen(
     """(target, args, digest) of an intent in normal form, or InvalidArguments naming what
     is wrong: a reserved id, a tool or version not configured, arguments the tool refuses,
     a key that cannot be built. The tool's frozen definition is confirmed."""
-    rule = None if derived else reserved_action_id_rule(action_id)
-    if rule is not None:
-        raise InvalidArguments(f"action_id {action_id!r} is refused: {rule}")
+    refusal = None if derived else reserved_action_id_refusal(action_id)
+    if refusal is not None:
+        raise InvalidArguments(refusal)
     try:
         adapter = get_tool(tool, contract_version)
         target, args = adapter.normalize(target=target, args=args)

@@ -23,12 +23,13 @@ from runs.record.checkpoints import REFUSED_REASON_PREFIX
 from runs.record.events import append_event
 from runs.record.payloads import observation_recorded, run_started
 from runs.record.verification import events_verify
-from runs.selectors import run_effects_report
+from runs.selectors import idle_mcp_runs, run_effects_report
 from runs.services.common import action_set_status, require_phase
 
 logger = logging.getLogger(__name__)
 
 Phase = Run.Phase
+SYSTEM_ACTOR = "countersign"
 Status = Action.Status
 
 
@@ -133,7 +134,7 @@ def checkpoint_or_stop(run: Run) -> None:
             run,
             reason=f"{REFUSED_REASON_PREFIX} {error}; needs human recovery (manage.py recover_run)",
             differences=error.problems,
-            actor="countersign",
+            actor=SYSTEM_ACTOR,
             refused=("run", run.pk),
         )
 
@@ -174,9 +175,10 @@ def run_cancel(*, run: Run, reason: str, actor: str) -> dict:
 
 
 @transaction.atomic
-def run_complete(*, run: Run, action_ids: list[str], actor: str) -> Run:
+def run_complete(*, run: Run, action_ids: list[str], actor: str, reason: str = "") -> Run:
     """Completes the run only with evidence: the named actions must each hold a receipt
-    (a write's, or the current read that showed the goal already satisfied)."""
+    (a write's, or the current read that showed the goal already satisfied). `reason`, when
+    Countersign ends the run itself, says why (kept as its stop reason)."""
     require_phase(run, {Phase.RUNNING}, "complete")
     if not action_ids:
         raise MissingEvidence("completion needs evidence: name the actions that met the goal")
@@ -197,10 +199,38 @@ def run_complete(*, run: Run, action_ids: list[str], actor: str) -> Run:
         run,
         type="run.completed",
         actor=actor,
-        changes={"phase": Phase.COMPLETED, "evidence": evidence, "pending_work": []},
+        changes={
+            "phase": Phase.COMPLETED,
+            "evidence": evidence,
+            "pending_work": [],
+            **({"stop_reason": reason} if reason else {}),
+        },
     )
     checkpoint_or_stop(run)
     return run
+
+
+@transaction.atomic
+def run_end_idle(*, run: Run, idle_since: datetime, idle_seconds: int) -> str | None:
+    """Ends an MCP session's run that nobody called since `idle_since` (runs.selectors.
+    idle_mcp_runs, asked again under the run's lock), in the phase its record supports:
+    `completed` with the receipts of the writes it executed as evidence, else `cancelled`
+    (it proved nothing; its reads stay as observations). Never under an open write. Returns
+    the phase, or None when the run is no longer idle."""
+    run = Run.objects.select_for_update().get(pk=run.pk)
+    if not idle_mcp_runs(idle_since=idle_since).filter(pk=run.pk).exists():
+        return None
+    reason = f"idle: no MCP call for {idle_seconds} s"
+    executed = list(
+        run.actions.filter(status__in=[Status.SUCCEEDED, Status.SATISFIED])
+        .order_by("created_at")
+        .values_list("action_id", flat=True)
+    )
+    if executed:
+        run_complete(run=run, action_ids=executed, actor=SYSTEM_ACTOR, reason=reason)
+    else:
+        run_stop(run, phase=Phase.CANCELLED, reason=reason, actor=SYSTEM_ACTOR)
+    return run.phase
 
 
 @transaction.atomic

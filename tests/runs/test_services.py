@@ -165,6 +165,12 @@ def test_action_propose_refuses_unknown_tools_versions_and_arguments(tool, versi
         ("UNDO-close-ticket", "reserved for compensations"),
         ("close-ticket~2", "reserved for edited and re-asked intents"),
         ("close~draft~10", "reserved for edited and re-asked intents"),
+        # Look-alikes read as a person reads them (runs.action_ids): the service's own check
+        # holds for a caller whose schema lets them through.
+        ("undo\u2010close-ticket", "reserved for compensations"),
+        ("\uff55ndo-close-ticket", "reserved for compensations"),
+        ("close-ticket~\uff12", "reserved for edited and re-asked intents"),
+        ("close-ticket\u301c2", "reserved for edited and re-asked intents"),
     ],
 )
 def test_action_propose_refuses_the_ids_the_service_derives_itself(action_id, rule):

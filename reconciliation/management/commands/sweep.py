@@ -64,7 +64,8 @@ class Command(BaseCommand):
         if verbosity > 1 or (verbosity and not loop):
             self.stdout.write(
                 f"relayed {report.relayed}, expired {report.expired}, stopped "
-                f"{report.stopped}, drains {report.drains_enqueued}, cases opened {cases}, "
+                f"{report.stopped}, idle MCP runs ended {report.idled}, "
+                f"drains {report.drains_enqueued}, cases opened {cases}, "
                 f"probes {probed}, idempotency keys purged {purged}, "
                 f"failed logins summarized {failed_logins}"
             )
