@@ -23,6 +23,7 @@ from control.api_limits import ApiLimited
 from runs.gateway import calls
 from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller
+from runs.limits import GOAL_MAX_CHARS
 
 SERVER_NAME = "countersign"
 SERVER_VERSION = version("countersign")
@@ -92,7 +93,7 @@ GATEWAY_TOOLS = [
         input_schema={
             "type": "object",
             "properties": {
-                "goal": {"type": "string", "minLength": 1, "maxLength": 2000},
+                "goal": {"type": "string", "minLength": 1, "maxLength": GOAL_MAX_CHARS},
                 "budget": {"type": "integer", "minimum": 1},
                 "deadline": {"type": "string", "format": "date-time"},
             },

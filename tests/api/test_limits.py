@@ -278,11 +278,11 @@ def test_a_body_one_byte_over_the_limit_is_a_400_too_large(api):
 
 
 @pytest.mark.django_db
-def test_a_body_of_exactly_the_limit_is_parsed_and_reaches_the_schema(api):
-    # The schema then refuses a goal that long: the size rule let it through.
-    problem = assert_problem(api.post("/runs", _body_of(MAX_BODY_BYTES)), 422, "validation_error")
+def test_a_body_of_exactly_the_limit_is_parsed_and_reaches_the_goals_limit(api):
+    # The goal's own limit (runs.limits) then refuses a goal that long: the body's let it through.
+    problem = assert_problem(api.post("/runs", _body_of(MAX_BODY_BYTES)), 422, "invalid_arguments")
 
-    assert problem["errors"][0]["loc"] == ["body", "payload", "goal"]
+    assert problem["detail"].startswith("goal is 999988 characters; the limit is 2000")
     assert not Run.objects.exists()
 
 
