@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from control.canonical import canonical_json
-from runs.exceptions import InvalidArguments
+from runs.exceptions import InvalidArguments, TooManyWaiting
+from runs.models import Action, Plan
 
 GOAL_MAX_CHARS = 2_000
 SUMMARY_MAX_CHARS = 2_000
 PLAN_MAX_BYTES = 65_536  # of its canonical JSON (UTF-8), as the checkpoint signs it
 VERSIONS_MAX_KEYS = 32
 VERSIONS_MAX_CHARS = 200  # each key, and each value (a value that is not a string: its JSON)
+# What a refused proposal's Retry-After says: waiting requests leave as people decide.
+WAITING_RETRY_SECONDS = 60
 
 
 class TooLarge(InvalidArguments):
@@ -71,3 +76,33 @@ def _versions_check(versions: dict[str, Any]) -> None:
         _text_check(f"versions key {key[:40]!r}", key, VERSIONS_MAX_CHARS)
         shown = value if isinstance(value, str) else canonical_json(value).decode()
         _text_check(f"versions[{key[:40]!r}]", shown, VERSIONS_MAX_CHARS)
+
+
+def waiting_cap_check(*, tenant_id: int, proposed_by: str, plan: bool) -> None:
+    """Refuses one more waiting request (or plan) of an agent that already has its cap
+    (COUNTERSIGN_API_MAX_WAITING_REQUESTS / _PLANS) waiting for people: each is a card in
+    every approver's inbox. Counted on partial indexes of waiting rows (action_waiting_proposer,
+    plan_waiting_proposer), so the count reads nothing of the tenant's history. Two proposals
+    racing at the cap may both pass: the cap bounds a flood, not an exact number."""
+    if plan:
+        cap = settings.COUNTERSIGN_API_MAX_WAITING_PLANS
+        waiting = Plan.objects.filter(
+            tenant_id=tenant_id, proposed_by=proposed_by, status=Plan.Status.WAITING_APPROVAL
+        )
+    else:
+        cap = settings.COUNTERSIGN_API_MAX_WAITING_REQUESTS
+        waiting = Action.objects.filter(
+            tenant_id=tenant_id,
+            proposed_by=proposed_by,
+            plan__isnull=True,
+            status=Action.Status.WAITING_APPROVAL,
+        )
+    # Counting past the cap would read more than the answer needs; proposed_by is in the
+    # index, so the scan need not visit the rows.
+    if len(waiting[:cap].values_list("proposed_by", flat=True)) >= cap:
+        what = "plans" if plan else "requests"
+        raise TooManyWaiting(
+            f"{proposed_by} already has {cap} {what} waiting for approval (the limit); "
+            "propose more once people have decided some",
+            retry_after=WAITING_RETRY_SECONDS,
+        )

@@ -58,6 +58,7 @@ from runs.selectors.pages import (
 )
 from runs.selectors.plans import (
     ITEMS_SHOWN,
+    PlansPage,
     PlanSummary,
     inbox_plans,
     plan_items_page,
@@ -78,6 +79,7 @@ __all__ = [
     "LedgerPage",
     "LinkTarget",
     "Page",
+    "PlansPage",
     "PlanSummary",
     "Policy",
     "RunDetail",

@@ -19,6 +19,7 @@ from runs.exceptions import (
     InvalidTransition,
     NotAllowed,
 )
+from runs.limits import waiting_cap_check
 from runs.models import (
     Action,
     Approval,
@@ -105,6 +106,9 @@ def action_propose(
         return existing, False
     if run_enforce_limits(run=run):
         raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
+    if not derived and supersedes is None:
+        # An agent's own proposal; what Countersign or an operator derives is never capped.
+        waiting_cap_check(tenant_id=run.tenant_id, proposed_by=proposed_by, plan=False)
     try:
         with transaction.atomic():
             return _action_freeze(
