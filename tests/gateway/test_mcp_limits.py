@@ -3,6 +3,7 @@ refuses, with the same words, and nothing is written."""
 
 from __future__ import annotations
 
+from control.api_limits import process_long_polls
 from runs import limits
 from runs.gateway.sessions import session_run
 from runs.models import McpSession, Run
@@ -27,3 +28,17 @@ def test_start_run_past_the_goal_limit_is_refused_naming_it_and_keeps_the_sessio
         == Run.objects.get(pk=kept.structured_content["run_id"]).pk
         != before
     )
+
+
+def test_countersign_wait_keeps_the_processs_long_poll_cap(caller, counted_write, settings):
+    settings.COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS = 1
+    written = call(caller, "counted.write", {"target": "deploy-7", "args": {"n": 1}})
+    action_id = written.structured_content["action_id"]
+
+    # Another request of this process holds its only long-poll slot.
+    with process_long_polls.held(30):
+        refused = call(caller, "countersign_wait", {"action_id": action_id, "timeout_s": 1})
+
+    assert refused.is_error
+    assert "this server process already has 1 long-polls waiting" in refused.content[0].text
+    assert process_long_polls.waiting == 0
