@@ -44,7 +44,7 @@ from runs.services.common import (
 )
 from runs.services.definitions import tool_definition_confirm
 from runs.services.runs import run_enforce_limits
-from runs.services.standing import standing_grant_apply
+from runs.services.standing import standing_grant_apply, standing_rules_matching
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
@@ -109,6 +109,8 @@ def action_propose(
     if not derived and supersedes is None:
         # An agent's own proposal; what Countersign or an operator derives is never capped.
         waiting_cap_check(tenant_id=run.tenant_id, proposed_by=proposed_by, plan=False)
+    # Matched before the transaction: no row is locked while patterns run on agent data.
+    matches = standing_rules_matching(tenant_id=run.tenant_id, tool=tool, target=target, args=args)
     try:
         with transaction.atomic():
             return _action_freeze(
@@ -123,6 +125,7 @@ def action_propose(
                 observation=observation,
                 proposed_by_user=proposed_by_user,
                 supersedes=supersedes,
+                standing_matches=matches,
             ), True
     except IntegrityError:
         # A concurrent proposal of the same logical action won the unique constraint.
@@ -192,6 +195,7 @@ def _action_freeze(
     observation,
     proposed_by_user,
     supersedes,
+    standing_matches,
 ) -> Action:
     allowed = {Phase.WAITING_APPROVAL} if supersedes is not None else {Phase.RUNNING}
     require_phase(run, allowed, "propose an action")
@@ -236,7 +240,12 @@ def _action_freeze(
     append_event(run, actor=proposed_by, action=action, **action_proposed(run=run, action=action))
     if not policy.needs_approval:
         outbox_write(run, job=EXECUTE_JOB, action=action)
-    elif standing_grant_apply(run, action, allowed=policy.standing_grants_allowed) is None:
+    elif (
+        standing_grant_apply(
+            run, action, allowed=policy.standing_grants_allowed, matches=standing_matches
+        )
+        is None
+    ):
         notify_approvers(run, action, kind=notifications.REQUESTED)
     checkpoint_write(run)
     return action
