@@ -106,9 +106,6 @@ def action_propose(
         return existing, False
     if run_enforce_limits(run=run):
         raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
-    if not derived and supersedes is None:
-        # An agent's own proposal; what Countersign or an operator derives is never capped.
-        waiting_cap_check(tenant_id=run.tenant_id, proposed_by=proposed_by, plan=False)
     # Matched before the transaction: no row is locked while patterns run on agent data.
     matches = standing_rules_matching(tenant_id=run.tenant_id, tool=tool, target=target, args=args)
     try:
@@ -126,6 +123,8 @@ def action_propose(
                 proposed_by_user=proposed_by_user,
                 supersedes=supersedes,
                 standing_matches=matches,
+                # An agent's own proposal; what Countersign or an operator derives is not.
+                capped=not derived and supersedes is None,
             ), True
     except IntegrityError:
         # A concurrent proposal of the same logical action won the unique constraint.
@@ -196,6 +195,7 @@ def _action_freeze(
     proposed_by_user,
     supersedes,
     standing_matches,
+    capped,
 ) -> Action:
     allowed = {Phase.WAITING_APPROVAL} if supersedes is not None else {Phase.RUNNING}
     require_phase(run, allowed, "propose an action")
@@ -204,6 +204,8 @@ def _action_freeze(
         raise InvalidArguments("the observation belongs to another run")
     if policy.needs_approval and observation is None:
         raise InvalidArguments("an action that needs approval must rest on an observation")
+    if capped and policy.needs_approval:
+        waiting_cap_check(tenant_id=run.tenant_id, proposed_by=proposed_by, plan=False)
     if supersedes is not None:
         action_set_status(supersedes, expected={Status.WAITING_APPROVAL}, status=Status.SUPERSEDED)
     now = db_now()

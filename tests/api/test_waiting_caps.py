@@ -101,3 +101,24 @@ def test_the_waiting_count_reads_the_partial_index_of_waiting_rows_only(api, set
     # A partial index of waiting rows (which one depends on the table's statistics): never
     # the tenant's decided history.
     assert "action_waiting_proposer" in plan or "action_approval_queue" in plan, plan
+
+
+def test_an_agent_at_its_cap_still_proposes_what_needs_no_approval(api, settings):
+    settings.COUNTERSIGN_API_MAX_WAITING_REQUESTS = 1
+    _close(api, 1)
+    run_id, observation_id = _observed_run(api)
+
+    lookup = api.post(
+        f"/runs/{run_id}/actions",
+        {
+            "action_id": "look-up",
+            "tool": "ticket.lookup",
+            "target": "ticket-9",
+            "args": {},
+            "contract_version": "v1",
+            "observation_id": observation_id,
+        },
+    )
+
+    assert lookup.status == 201, lookup.body
+    assert lookup.body["status"] == "approved"
