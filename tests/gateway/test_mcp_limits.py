@@ -6,7 +6,7 @@ from __future__ import annotations
 from control.api_limits import process_long_polls
 from runs import limits
 from runs.gateway.sessions import session_run
-from runs.models import McpSession, Run
+from runs.models import Action, McpSession, Run
 from tests.gateway.conftest import call
 
 
@@ -42,3 +42,19 @@ def test_countersign_wait_keeps_the_processs_long_poll_cap(caller, counted_write
     assert refused.is_error
     assert "this server process already has 1 long-polls waiting" in refused.content[0].text
     assert process_long_polls.waiting == 0
+
+
+def test_an_mcp_write_past_the_tokens_waiting_requests_is_refused_and_writes_nothing(
+    caller, counted_write, settings
+):
+    settings.COUNTERSIGN_API_MAX_WAITING_REQUESTS = 1
+    first = call(caller, "counted.write", {"target": "deploy-7", "args": {"n": 1}})
+    call(caller, "countersign_start_run", {"goal": "the next deploy"})
+    actions = Action.objects.count()
+
+    refused = call(caller, "counted.write", {"target": "deploy-8", "args": {"n": 2}})
+
+    assert not first.is_error
+    assert refused.is_error
+    assert "already has 1 requests waiting for approval" in refused.content[0].text
+    assert Action.objects.count() == actions
