@@ -30,6 +30,7 @@ from control.api_problems import (
     install_problem_handlers,
 )
 from control.exceptions import ControlError
+from runs import limits
 from runs.api import router as runs_router
 from runs.api_plans import router as plans_router
 from runs.exceptions import RunsError
@@ -60,8 +61,14 @@ waiting_approval, approved, in_flight and retry_wait, or when the wait ends; a w
 
 **Limits** per token: {settings.COUNTERSIGN_API_RATE_PER_MINUTE} requests a minute (429
 `rate_limited`) and {settings.COUNTERSIGN_API_MAX_LONG_POLLS} long-polls waiting at once (429
-`too_many_long_polls`), both with `Retry-After` in seconds; a request whose limits cannot be
-checked is 503 `limits_unavailable`.
+`too_many_long_polls`; also {settings.COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS} at once per
+web process, whatever the token), {settings.COUNTERSIGN_API_MAX_WAITING_REQUESTS} requests and
+{settings.COUNTERSIGN_API_MAX_WAITING_PLANS} plans waiting for people (429 `too_many_waiting`),
+all with `Retry-After` in seconds; a request whose limits cannot be checked is 503
+`limits_unavailable`. **Sizes**: a goal and an observation summary {limits.GOAL_MAX_CHARS}
+characters, a run's plan {limits.PLAN_MAX_BYTES} bytes of canonical JSON, versions
+{limits.VERSIONS_MAX_KEYS} keys with keys and values of {limits.VERSIONS_MAX_CHARS} characters
+(422 `invalid_arguments`, `rule` too_large, naming the field and the limit).
 """
 
 

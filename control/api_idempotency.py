@@ -9,7 +9,8 @@
   (with Retry-After): its transaction holds a row lock on the key, tested with NOWAIT.
 - Every answer of a request that ran is stored, 2xx and 4xx alike. Not stored, so the key is
   freed and a retry runs afresh: a 5xx (its effects were rolled back), and a body refused
-  before anything ran (400 invalid_json, 422 validation_error): those write nothing at all.
+  before anything ran (400 invalid_json, 422 validation_error, 429 too_many_waiting): those
+  write nothing at all.
 - A request over the token's rate is refused (429) before it claims the key, so a retry
   after the Retry-After runs afresh.
 - Keys are kept KEY_TTL (24 hours) from first use; `purge_expired()` (called by the sweep)
@@ -178,7 +179,8 @@ def _answer(record: ApiIdempotencyKey, fingerprint: str, handler: Handler) -> Ht
 
 
 # Refusals of a request that never ran: nothing happened that a retry must not repeat.
-_REFUSED_BEFORE_RUNNING = frozenset({"invalid_json", "validation_error"})
+# too_many_waiting: the same proposal, retried once people have decided, must then run.
+_REFUSED_BEFORE_RUNNING = frozenset({"invalid_json", "validation_error", "too_many_waiting"})
 
 
 def _stored(response: HttpResponse) -> bool:

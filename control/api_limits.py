@@ -4,8 +4,10 @@
   one-minute window (INCR and EXPIRE in one MULTI). The request over the limit is a 429
   `rate_limited` whose Retry-After is the seconds left in the window. A fixed window lets a
   client send up to twice the rate across a window boundary: the price of one counter.
-- Concurrent long-polls: at most `COUNTERSIGN_API_MAX_LONG_POLLS` of one token wait at once;
-  one more is a 429 `too_many_long_polls`. Each waiting poll is a member of a sorted set,
+- Concurrent long-polls: at most `COUNTERSIGN_API_MAX_LONG_POLLS` of one token wait at once,
+  and at most `COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS` in one web process whatever their
+  tokens (counted in the process: it is that process's threads they hold); one more is a 429
+  `too_many_long_polls`. Each waiting poll is a member of a sorted set,
   scored by when its wait ends. It leaves the set in a `finally`; a poll whose process died
   drops out once its end is `LONG_POLL_GRACE_SECONDS` past, so a crash never leaks a slot.
 - Redis unreachable: 503 `limits_unavailable` (fail closed): an API that cannot count its
@@ -20,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -110,10 +113,50 @@ def request_rate_check(token: ApiToken) -> None:
         )
 
 
+class _ProcessSlots:
+    """Long-polls waiting in this process, whatever their tokens: many tokens (or one agent
+    with many) must not hold every thread of a web process, leaving none for other requests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = 0
+
+    @contextmanager
+    def held(self, seconds: float) -> Iterator[None]:
+        limit = settings.COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS
+        with self._lock:
+            if self.waiting >= limit:
+                raise ApiLimited(
+                    "too_many_long_polls",
+                    f"this server process already has {limit} long-polls waiting; retry "
+                    "after the Retry-After header's seconds, or read without `wait`",
+                    # A slot frees as soon as any poll here answers: soon, and never later
+                    # than this wait would have lasted.
+                    retry_after=max(1, min(PROCESS_RETRY_SECONDS, math.ceil(seconds))),
+                )
+            self.waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.waiting -= 1
+
+
+PROCESS_RETRY_SECONDS = 5
+process_long_polls = _ProcessSlots()
+
+
 @contextmanager
 def long_poll_slot(token: ApiToken, seconds: float) -> Iterator[None]:
-    """Holds one of the token's long-poll slots for a wait of `seconds`; raises ApiLimited
-    when all are taken. The slot is released when the block ends, however it ends."""
+    """Holds one of this process's long-poll slots and one of the token's for a wait of
+    `seconds`; raises ApiLimited when either is full. Released when the block ends, however
+    it ends."""
+    with process_long_polls.held(seconds), _token_slot(token, seconds):
+        yield
+
+
+@contextmanager
+def _token_slot(token: ApiToken, seconds: float) -> Iterator[None]:
     limit = settings.COUNTERSIGN_API_MAX_LONG_POLLS
     key = _token_key("long_polls", token)
     member = uuid.uuid4().hex

@@ -16,8 +16,9 @@ plus extensions where they help: `rule` and `path` for a body the strict parser 
   the same Idempotency-Key is still in flight;
 - 422: well-formed JSON that means something invalid (validation_error, invalid_arguments,
   missing_evidence, intent_conflict), or an Idempotency-Key reused with another body;
-- 429: the token is over its request rate (rate_limited) or has too many long-polls waiting
-  (too_many_long_polls); Retry-After says when to try again (control.api_limits);
+- 429: the token is over its request rate (rate_limited), has too many long-polls waiting
+  (too_many_long_polls), or too many requests or plans waiting for people
+  (too_many_waiting); Retry-After says when to try again (control.api_limits, runs.limits);
 - 500: checkpoint_invalid (the stored checkpoint failed verification) or internal_error;
 - 503: limits_unavailable (the limits cannot be counted, so the request is refused).
 """
@@ -86,6 +87,9 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ProblemType("rate_limited", 429, "Too many requests with this token"),
         ProblemType("too_many_long_polls", 429, "Too many long-polls of this token waiting"),
         ProblemType("unsigned_rows", 409, "The run's rows differ from its signed checkpoint"),
+        ProblemType(
+            "too_many_waiting", 429, "Too many requests or plans of this token waiting for people"
+        ),
         ProblemType("checkpoint_invalid", 500, "The stored checkpoint failed verification"),
         ProblemType("internal_error", 500, "Internal error"),
         ProblemType("limits_unavailable", 503, "Request limits cannot be checked now"),
@@ -219,7 +223,10 @@ def domain_error_handler(request: HttpRequest, exc: Exception) -> HttpResponse:
         extensions["step"] = getattr(exc, "step", "")
     elif isinstance(getattr(exc, "rule", None), str):
         extensions["rule"] = exc.rule  # GrantMismatch names the broken binding
-    return problem_response(code, str(exc), **extensions)
+    response = problem_response(code, str(exc), **extensions)
+    if isinstance(getattr(exc, "retry_after", None), int):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:

@@ -162,6 +162,17 @@ RQ_SHOW_ADMIN_LINK = False
 COUNTERSIGN_API_RATE_PER_MINUTE = env_int("COUNTERSIGN_API_RATE_PER_MINUTE", 600, minimum=1)
 # Each waiting long-poll holds a web worker thread for up to 30 s.
 COUNTERSIGN_API_MAX_LONG_POLLS = env_int("COUNTERSIGN_API_MAX_LONG_POLLS", 4, minimum=1)
+# Long-polls waiting at once in one web process, whatever their tokens: the rest of its
+# threads stay free for other requests (gunicorn_config's GUNICORN_THREADS, default 8: keep
+# this below it).
+COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS = env_int(
+    "COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS", 6, minimum=1
+)
+# Requests and plans of one token waiting for people at once (runs.limits.waiting_cap_check).
+COUNTERSIGN_API_MAX_WAITING_REQUESTS = env_int(
+    "COUNTERSIGN_API_MAX_WAITING_REQUESTS", 1000, minimum=1
+)
+COUNTERSIGN_API_MAX_WAITING_PLANS = env_int("COUNTERSIGN_API_MAX_WAITING_PLANS", 100, minimum=1)
 
 # Checkpoint MAC keys: `kid:secret,...`; the first signs, every listed key verifies.
 COUNTERSIGN_CHECKPOINT_KEYS = env_signing_keys(

@@ -19,10 +19,10 @@ from control.api_idempotency import idempotent_post
 from control.api_limits import long_poll_slot
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
-from control.canonical import canonical_json
 from control.redaction import without_addresses
 from runs import schemas
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
+from runs.limits import agent_data_check
 from runs.models import Action, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import (
@@ -209,24 +209,13 @@ def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
     }
 
 
-def _canonical_or_refuse(name: str, value: dict | None) -> None:
-    """The checkpoint signs these as canonical JSON: refuse what has no canonical form."""
-    if value is None:
-        return
-    try:
-        canonical_json(value)
-    except ValueError as error:
-        raise InvalidArguments(f"{name}: {error}") from None
-
-
 # Endpoints.
 
 
 @post("/runs", response={201: schemas.RunOut, **problems(400, 401, 409, 422)})
 def create_run(request: HttpRequest, payload: schemas.RunIn):
-    """Start a run. `budget` limits its tool calls; `deadline` stops it when it passes."""
-    _canonical_or_refuse("plan", payload.plan)
-    _canonical_or_refuse("versions", payload.versions)
+    """Start a run. `budget` limits its tool calls; `deadline` stops it when it passes.
+    The goal, plan and versions have size limits (422 invalid_arguments naming the field)."""
     run = run_start(
         tenant=request.auth.tenant,
         goal=payload.goal,
@@ -284,6 +273,7 @@ def list_tools(request: HttpRequest):
 )
 def record_observation(request: HttpRequest, run_id: str, payload: schemas.ObservationIn):
     """Record what the agent saw; an action that needs approval must rest on one."""
+    agent_data_check(summary=payload.summary)
     observation = observation_record(
         run=run_or_404(request, run_id),
         source=payload.source,

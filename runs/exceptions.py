@@ -51,6 +51,17 @@ class InvalidArguments(RunsError):
     code = "invalid_arguments"
 
 
+class TooManyWaiting(RunsError):
+    """An agent already has its cap of requests (or plans) waiting for people
+    (runs.limits.waiting_cap_check); `retry_after` is in seconds."""
+
+    code = "too_many_waiting"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class GrantMismatch(RunsError):
     """The approval does not authorise this exact intent now. `rule` names the broken binding."""
 

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from runs import limits
 from runs.action_ids import reserved_action_id_refusal
 from runs.exceptions import InvalidArguments
 from runs.models import Action, Run
@@ -66,9 +67,21 @@ class ProposalBody(Body):
         return data
 
 
+def _limited(limit: int, what: str) -> Any:
+    """Documents a size limit that runs.limits.agent_data_check enforces (one function for the
+    REST API and the MCP gateway, one answer: 422 invalid_arguments naming field and limit)."""
+    return Field(min_length=1, json_schema_extra={"maxLength": limit}, description=what)
+
+
 class RunIn(Body):
-    goal: Annotated[StrictStr, Field(min_length=1, max_length=10_000)]
-    plan: dict[str, Any] | None = None
+    goal: Annotated[
+        StrictStr, _limited(limits.GOAL_MAX_CHARS, "What the run is for; approvers read it.")
+    ]
+    plan: dict[str, Any] | None = Field(
+        None,
+        description=f"The run's plan summary; at most {limits.PLAN_MAX_BYTES} bytes of "
+        "canonical JSON.",
+    )
     budget: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = Field(
         None, description="The most tool calls the run may make."
     )
@@ -76,7 +89,11 @@ class RunIn(Body):
         None, description="RFC 3339 date-time with an offset; the run stops when it passes."
     )
     versions: dict[str, Any] | None = Field(
-        None, description="Runner, model, policy, tool contract and other versions."
+        None,
+        description="Runner, model, policy, tool contract and other versions: at most "
+        f"{limits.VERSIONS_MAX_KEYS} keys, each key and value at most "
+        f"{limits.VERSIONS_MAX_CHARS} characters.",
+        json_schema_extra={"maxProperties": limits.VERSIONS_MAX_KEYS},
     )
 
     @field_validator("deadline", mode="before")
@@ -101,7 +118,9 @@ class ObservationIn(Body):
     source: Annotated[StrictStr, Field(min_length=1, max_length=200)]
     ref: Annotated[StrictStr, Field(min_length=1, max_length=500)]
     content_hash: Digest
-    summary: Annotated[StrictStr, Field(min_length=1, max_length=10_000)]
+    summary: Annotated[
+        StrictStr, _limited(limits.SUMMARY_MAX_CHARS, "What the agent saw, for the approver.")
+    ]
 
 
 class ActionIn(ProposalBody):

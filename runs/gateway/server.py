@@ -24,6 +24,7 @@ from control.api_limits import ApiLimited
 from runs.gateway import calls
 from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller, session_seen
+from runs.limits import GOAL_MAX_CHARS
 from runs.schemas import ACTION_ID_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ GATEWAY_TOOLS = [
         input_schema={
             "type": "object",
             "properties": {
-                "goal": {"type": "string", "minLength": 1, "maxLength": 2000},
+                "goal": {"type": "string", "minLength": 1, "maxLength": GOAL_MAX_CHARS},
                 "budget": {"type": "integer", "minimum": 1},
                 "deadline": {"type": "string", "format": "date-time"},
             },

@@ -41,6 +41,9 @@ class Plan(models.Model):
     base_version = models.PositiveIntegerField()
     base_event_seq = models.PositiveIntegerField()
     size = models.PositiveIntegerField()
+    # What the inbox card says of all the items (runs.services.plan_summaries), computed when
+    # the plan is frozen: {"tools": [[tool, count], ...], "differing": [...], "totals": {...}}.
+    summary = models.JSONField(default=dict)
     decision_reason = models.TextField(blank=True)
     supersedes = models.OneToOneField(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="superseded_by"
@@ -51,6 +54,20 @@ class Plan(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "digest"], name="plan_unique_digest_per_run"),
             models.CheckConstraint(condition=Q(size__gte=1), name="plan_not_empty"),
+        ]
+        indexes = [
+            # The inbox's page of waiting plans, soonest to expire first.
+            models.Index(
+                fields=["tenant", "expires_at", "id"],
+                condition=Q(status="waiting_approval"),
+                name="plan_waiting_queue",
+            ),
+            # runs.limits.waiting_cap_check: a token's waiting plans, read from the index alone.
+            models.Index(
+                fields=["tenant", "proposed_by"],
+                condition=Q(status="waiting_approval"),
+                name="plan_waiting_proposer",
+            ),
         ]
 
     def __str__(self) -> str:

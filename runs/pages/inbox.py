@@ -62,13 +62,20 @@ def _inbox_context(request: HttpRequest, query) -> dict:
     page = selectors.inbox_page(tenant=request.tenant, filters=filters, after=after)
     expired = [] if after else selectors.inbox_expired(tenant=request.tenant, filters=filters)
     duplicates = selectors.duplicate_intents([*page.rows, *expired], tenant=request.tenant)
+    # Plans lead the first page of requests, a page of plans at a time (plans_after).
+    plans = selectors.PlansPage([])
+    if not after:
+        plans = selectors.inbox_plans(tenant=request.tenant, after=query.get("plans_after", ""))
     return {
         "filter_form": form,
         "filters": filters,
         "items": inbox_items(request, page.rows, duplicates=duplicates),
         "expired_items": inbox_items(request, expired, duplicates=duplicates),
         "waiting_count": selectors.inbox_waiting_count(tenant=request.tenant, filters=filters),
-        "plans": [] if after else selectors.inbox_plans(tenant=request.tenant),
+        "plans": plans.summaries,
+        "more_plans_url": with_query(reverse("inbox"), query, plans_after=plans.next_cursor)
+        if plans.next_cursor
+        else "",
         "next_url": with_query(reverse("inbox"), query, after=page.next_cursor)
         if page.next_cursor
         else "",

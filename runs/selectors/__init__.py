@@ -60,6 +60,7 @@ from runs.selectors.pages import (
 )
 from runs.selectors.plans import (
     ITEMS_SHOWN,
+    PlansPage,
     PlanSummary,
     inbox_plans,
     plan_items_page,
@@ -83,6 +84,7 @@ __all__ = [
     "LinkTarget",
     "Page",
     "PlanSummary",
+    "PlansPage",
     "Policy",
     "RunDetail",
     "RunFilters",

@@ -25,6 +25,7 @@ from runs.models import (
     StandingGrantApproval,
     ToolPolicy,
 )
+from runs.patterns import refusal_of
 
 # Each page is one keyset page of at most PAGE_SIZE rows plus a fixed number of prefetches,
 # so a page costs the same number of queries with 5 rows or 500.
@@ -290,12 +291,21 @@ def run_detail(run_id, *, tenant: Tenant, events_before: int | None = None) -> R
 def standing_rules(*, tenant: Tenant) -> list[StandingGrant]:
     """The tenant's standing rules, newest first, with who proposed, approved and revoked."""
     approvals = StandingGrantApproval.objects.select_related("approver").order_by("created_at")
-    return list(
+    rules = list(
         StandingGrant.objects.filter(tenant=tenant)
         .select_related("created_by", "revoked_by")
         .prefetch_related(Prefetch("approvals", queryset=approvals))
         .order_by("-created_at")
     )
+    for rule in rules:
+        # A rule stored before patterns were restricted, whose pattern has no linear form,
+        # admits nothing (runs.services.standing): the page says so next to it.
+        named = {"target_pattern": rule.target_pattern} if rule.target_pattern else {}
+        for name, bound in rule.arg_bounds.items():
+            if "pattern" in bound:
+                named[f"arg_bounds.{name}.pattern"] = bound["pattern"]
+        rule.pattern_refusal = refusal_of(named)
+    return rules
 
 
 def tool_policies(*, tenant: Tenant) -> dict[str, ToolPolicy]:

@@ -1,19 +1,20 @@
-"""What the inbox shows of the plans waiting for a decision, in a fixed number of queries
-whatever their size: the plans, their first items, and one pass over every item's tool,
-target and arguments for the summary (tools, what differs, the totals of amounts)."""
+"""What the inbox shows of the plans waiting for a decision, a page at a time, in a fixed
+number of queries whatever their size: a page of plans (their summaries are on their rows,
+computed once when each was frozen: runs.services.plan_summaries) and their first items."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 from django.db.models import Prefetch, Q
 
 from control.models import Tenant
 from runs.models import Action, Plan
+from runs.selectors.pages import INBOX_PAGE_SIZE
 
 ITEMS_SHOWN = 50
 
@@ -21,11 +22,20 @@ ITEMS_SHOWN = 50
 @dataclass
 class PlanSummary:
     plan: Plan
-    tools: list[tuple[str, int]] = field(default_factory=list)
-    # The arguments whose values are not the same for every item (and "target" if so).
-    differing: list[str] = field(default_factory=list)
-    # name -> sum over the items, for numeric arguments whose name says amount.
-    totals: dict[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def tools(self) -> list[tuple[str, int]]:
+        return [(tool, count) for tool, count in self.plan.summary.get("tools", [])]
+
+    @property
+    def differing(self) -> list[str]:
+        """The arguments whose values are not the same for every item (and "target" if so)."""
+        return self.plan.summary.get("differing", [])
+
+    @property
+    def totals(self) -> dict[str, Decimal]:
+        """name -> sum over the items, for numeric arguments whose name says amount."""
+        return {name: Decimal(total) for name, total in self.plan.summary.get("totals", {}).items()}
 
     @property
     def rows(self) -> list[tuple[int, str, str, str]]:
@@ -40,10 +50,32 @@ class PlanSummary:
         return self.plan.size - len(self.plan.shown_items)
 
 
-def inbox_plans(*, tenant: Tenant) -> list[PlanSummary]:
-    """The tenant's plans waiting for a decision, soonest to expire first."""
+@dataclass(frozen=True)
+class PlansPage:
+    summaries: list[PlanSummary]
+    next_cursor: str = ""
+
+
+def inbox_plans(*, tenant: Tenant, after: str = "") -> PlansPage:
+    """The tenant's plans waiting for a decision, soonest to expire first, INBOX_PAGE_SIZE a
+    page (keyset on expires_at and id, the plan_waiting_queue index)."""
     waiting = Plan.objects.filter(tenant=tenant, status=Plan.Status.WAITING_APPROVAL)
-    return _summaries(waiting.order_by("expires_at", "pk"))
+    if after:
+        waiting = _after(waiting, after)
+    found = _summaries(waiting.order_by("expires_at", "pk")[: INBOX_PAGE_SIZE + 1])
+    more = len(found) > INBOX_PAGE_SIZE
+    found = found[:INBOX_PAGE_SIZE]
+    last = found[-1].plan if more else None
+    return PlansPage(found, f"{last.expires_at.isoformat()}~{last.pk}" if last else "")
+
+
+def _after(plans, cursor: str):
+    try:
+        moment, pk = cursor.split("~", 1)
+        expires_at, pk = datetime.fromisoformat(moment), uuid.UUID(pk)
+    except ValueError:
+        return plans
+    return plans.filter(Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, pk__gt=pk))
 
 
 def plan_summary(plan_pk) -> PlanSummary | None:
@@ -53,36 +85,12 @@ def plan_summary(plan_pk) -> PlanSummary | None:
 
 
 def _summaries(plans_query) -> list[PlanSummary]:
-    """Three queries: the plans, their first items, and one pass over every item."""
+    """Two queries: the plans (with run and observation), and their first items."""
     shown = Action.objects.order_by("position")[:ITEMS_SHOWN]
-    plans = list(
-        plans_query.select_related("run", "observation").prefetch_related(
-            Prefetch("items", queryset=shown, to_attr="shown_items")
-        )
+    plans = plans_query.select_related("run", "observation").prefetch_related(
+        Prefetch("items", queryset=shown, to_attr="shown_items")
     )
-    if not plans:
-        return []
-    rows = Action.objects.filter(plan__in=plans).values_list("plan_id", "tool", "target", "args")
-    per_plan: dict[Any, list[tuple[str, str, dict]]] = defaultdict(list)
-    for plan_id, tool, target, args in rows:
-        per_plan[plan_id].append((tool, target, args))
-    return [_summary(plan, per_plan[plan.pk]) for plan in plans]
-
-
-def _summary(plan: Plan, items: list[tuple[str, str, dict]]) -> PlanSummary:
-    tools = Counter(tool for tool, _, _ in items)
-    values: dict[str, set[str]] = defaultdict(set)
-    totals: dict[str, Decimal] = defaultdict(Decimal)
-    for _, target, args in items:
-        values["target"].add(target)
-        for name, value in args.items():
-            values[name].add(json.dumps(value, sort_keys=True))
-            if "amount" in name and isinstance(value, int | float) and not isinstance(value, bool):
-                totals[name] += Decimal(str(value))
-    differing = [name for name in sorted(values) if len(values[name]) > 1]
-    return PlanSummary(
-        plan=plan, tools=sorted(tools.items()), differing=differing, totals=dict(totals)
-    )
+    return [PlanSummary(plan) for plan in plans]
 
 
 def plan_of_tenant(plan_pk, *, tenant: Tenant) -> Plan | None:

@@ -19,6 +19,7 @@ from runs.exceptions import (
     InvalidTransition,
     NotAllowed,
 )
+from runs.limits import waiting_cap_check
 from runs.models import (
     Action,
     Approval,
@@ -43,7 +44,7 @@ from runs.services.common import (
 )
 from runs.services.definitions import tool_definition_confirm
 from runs.services.runs import checkpoint_or_stop, run_enforce_limits
-from runs.services.standing import standing_grant_apply
+from runs.services.standing import standing_grant_apply, standing_rules_matching
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
@@ -83,6 +84,8 @@ def action_propose(
         return existing, False
     if run_enforce_limits(run=run):
         raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
+    # Matched before the transaction: no row is locked while patterns run on agent data.
+    matches = standing_rules_matching(tenant_id=run.tenant_id, tool=tool, target=target, args=args)
     try:
         with transaction.atomic():
             return _action_freeze(
@@ -97,6 +100,9 @@ def action_propose(
                 observation=observation,
                 proposed_by_user=proposed_by_user,
                 supersedes=supersedes,
+                standing_matches=matches,
+                # An agent's own proposal; what Countersign or an operator derives is not.
+                capped=not derived and supersedes is None,
             ), True
     except IntegrityError:
         # A concurrent proposal of the same logical action won the unique constraint.
@@ -166,6 +172,8 @@ def _action_freeze(
     observation,
     proposed_by_user,
     supersedes,
+    standing_matches,
+    capped,
 ) -> Action:
     allowed = {Phase.WAITING_APPROVAL} if supersedes is not None else {Phase.RUNNING}
     require_phase(run, allowed, "propose an action")
@@ -174,6 +182,8 @@ def _action_freeze(
         raise InvalidArguments("the observation belongs to another run")
     if policy.needs_approval and observation is None:
         raise InvalidArguments("an action that needs approval must rest on an observation")
+    if capped and policy.needs_approval:
+        waiting_cap_check(tenant_id=run.tenant_id, proposed_by=proposed_by, plan=False)
     if supersedes is not None:
         action_set_status(supersedes, expected={Status.WAITING_APPROVAL}, status=Status.SUPERSEDED)
     now = db_now()
@@ -211,7 +221,12 @@ def _action_freeze(
     append_event(run, actor=proposed_by, action=action, **action_proposed(run=run, action=action))
     if not policy.needs_approval:
         outbox_write(run, job=EXECUTE_JOB, action=action)
-    elif standing_grant_apply(run, action, allowed=policy.standing_grants_allowed) is None:
+    elif (
+        standing_grant_apply(
+            run, action, allowed=policy.standing_grants_allowed, matches=standing_matches
+        )
+        is None
+    ):
         notify_approvers(run, action, kind=notifications.REQUESTED)
     checkpoint_or_stop(run)
     return action

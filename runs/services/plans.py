@@ -37,6 +37,7 @@ from runs.exceptions import (
     NotAllowed,
     StaleState,
 )
+from runs.limits import waiting_cap_check
 from runs.models import Action, Approval, Observation, Plan, Run
 from runs.record.authored import authored
 from runs.record.events import append_event
@@ -45,6 +46,7 @@ from runs.selectors import policy_for
 from runs.services.approvals import run_unchanged_since_proposal
 from runs.services.common import notify_approvers, outbox_write, require_phase
 from runs.services.intents import intent_frozen
+from runs.services.plan_summaries import plan_summary_of
 from runs.services.runs import checkpoint_or_stop, run_enforce_limits
 
 MAX_PLAN_ITEMS = 1000
@@ -103,6 +105,7 @@ def plan_propose(
         raise InvalidArguments("a plan needs approval, so it must rest on an observation")
     if run_enforce_limits(run=run):
         raise InvalidTransition(f"cannot propose: run is {run.phase} ({run.stop_reason})")
+    waiting_cap_check(tenant_id=run.tenant_id, proposed_by=proposed_by, plan=True)
     return _plan_freeze(run, frozen, digest, observation, proposed_by), True
 
 
@@ -126,6 +129,7 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
         base_version=run.state_version + 1,
         base_event_seq=run.last_event_seq + 1,
         size=len(frozen),
+        summary=plan_summary_of((e[0].tool, e[1], e[2]) for e in frozen),
     )
     items = Action.objects.bulk_create(
         Action(
@@ -324,6 +328,7 @@ def plan_revise(
         base_version=run.state_version + 1,
         base_event_seq=run.last_event_seq + 1,
         size=len(kept),
+        summary=plan_summary_of((item.tool, item.target, item.args) for item in kept),
         supersedes=plan,
     )
     authored([revised.pk])

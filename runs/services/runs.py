@@ -11,6 +11,7 @@ from control.audit import audit_record
 from control.clock import db_now
 from control.models import Tenant
 from runs.exceptions import InvalidArguments, InvalidTransition, MissingEvidence, UnsignedRows
+from runs.limits import agent_data_check
 from runs.models import (
     TERMINAL_PHASES,
     Action,
@@ -46,6 +47,7 @@ def run_start(
 ) -> Run:
     if not goal.strip():
         raise InvalidArguments("goal must not be empty")
+    agent_data_check(goal=goal, plan=plan, versions=versions)
     if budget_limit is not None and budget_limit < 1:
         raise InvalidArguments("budget limit must be a positive number of tool calls")
     if deadline is not None and deadline <= db_now():

@@ -1,22 +1,28 @@
 """Standing grants: rules that approve future intents of one tool within declared limits.
 
 A rule is proposed by an operator and becomes active once the tool policy's approvers have
-approved it (four eyes: never its proposer alone). At proposal time, in the transaction that
-freezes an intent, every active rule of the tool is locked and the first that admits the
-intent approves it: one grant per rule approver, bound like any grant (digest, state version,
-scope, expiry) and naming the rule. Every limit (uses, uses per hour, the cumulative amount)
-is checked and counted under that lock, so concurrent proposals cannot pass a cap together.
-A revoked or expired rule admits nothing from that moment on.
+approved it (four eyes: never its proposer alone). At proposal time, before the transaction
+that freezes an intent, the active rules of the tool are matched against it without any lock
+(patterns run in linear time: runs.patterns, and a pattern outside that subset is refused
+when the rule is written). In the transaction, only the rules that matched are locked, and
+the first that still admits the intent approves it: one grant per rule approver, bound like
+any grant (digest, state version, scope, expiry) and naming the rule. Every limit (uses,
+uses per hour, the cumulative amount) is checked and counted under that lock, so concurrent
+proposals cannot pass a cap together. A revoked or expired rule admits nothing from that
+moment on.
 """
 
 from __future__ import annotations
 
-import re
+import logging
+import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 
 from control.audit import audit_record
 from control.clock import db_now
@@ -24,6 +30,7 @@ from control.models import Tenant
 from control.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import InvalidArguments, InvalidTransition, NotAllowed
 from runs.models import Action, Approval, Run, StandingGrant, StandingGrantApproval
+from runs.patterns import PatternRefused, safe_pattern
 from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
@@ -33,6 +40,7 @@ from runs.services.common import action_set_status, outbox_write
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
+logger = logging.getLogger(__name__)
 Rule = StandingGrant.Status
 BOUND_KEYS = frozenset({"minimum", "maximum", "enum", "pattern"})
 NUMBER_TYPES = ("number", "integer")
@@ -124,18 +132,58 @@ def standing_grant_revoke(*, rule: StandingGrant, actor, reason: str) -> Standin
     return rule
 
 
-def standing_grant_apply(run: Run, action: Action, *, allowed: bool) -> StandingGrant | None:
-    """In the transaction that froze `action`: approves it by the first active rule of its
-    tool that admits it now, counting the use; None when no rule does (a person decides)."""
-    if not action.needs_approval or not allowed:
+@dataclass(frozen=True)
+class RuleMatch:
+    """A rule whose target pattern and argument bounds admitted an intent, as they read
+    when it was matched (outside any lock)."""
+
+    pk: uuid.UUID
+    target_pattern: str
+    arg_bounds: dict
+
+
+def standing_rules_matching(
+    *, tenant_id, tool: str, target: str, args: dict[str, Any]
+) -> list[RuleMatch]:
+    """Before the proposal's transaction, holding no lock: the active rules of `tool` whose
+    target pattern and argument bounds admit the intent. This is the part whose cost grows
+    with the patterns and the agent's data (linear: runs.patterns); the limits are counted
+    later, under each rule's row lock (standing_grant_apply)."""
+    rules = (
+        StandingGrant.objects.filter(
+            tenant_id=tenant_id, tool=tool, status=Rule.ACTIVE, expires_at__gt=Now()
+        )
+        .order_by("created_at", "pk")
+        .values_list("pk", "target_pattern", "arg_bounds")
+    )
+    return [
+        RuleMatch(pk, pattern, bounds)
+        for pk, pattern, bounds in rules
+        if _matches(pk, pattern, bounds, target=target, args=args)
+    ]
+
+
+def standing_grant_apply(
+    run: Run, action: Action, *, allowed: bool, matches: list[RuleMatch]
+) -> StandingGrant | None:
+    """In the transaction that froze `action`: approves it by the first of the rules that
+    matched it (standing_rules_matching) that still admits it now, counting the use; None
+    when none does (a person decides). Only those rules are locked, and under the lock only
+    cheap checks run: the rule is still active and unexpired, reads as it was matched, and
+    its limits and approvers allow one more use."""
+    if not action.needs_approval or not allowed or not matches:
         return None
     now = db_now()
+    matched = {match.pk: match for match in matches}
     rules = (
         StandingGrant.objects.select_for_update()
-        .filter(tenant_id=run.tenant_id, tool=action.tool, status=Rule.ACTIVE, expires_at__gt=now)
+        .filter(pk__in=list(matched), status=Rule.ACTIVE, expires_at__gt=now)
         .order_by("created_at", "pk")
     )
     for rule in rules:
+        seen = matched[rule.pk]
+        if (rule.target_pattern, rule.arg_bounds) != (seen.target_pattern, seen.arg_bounds):
+            continue
         approvers = [a.approver for a in rule.approvals.select_related("approver")]
         amount = _admits(rule, action, approvers, now)
         if amount is not None:
@@ -144,12 +192,22 @@ def standing_grant_apply(run: Run, action: Action, *, allowed: bool) -> Standing
     return None
 
 
+def _matches(pk, pattern: str, bounds: dict, *, target: str, args: dict[str, Any]) -> bool:
+    """Does the intent keep the rule's target pattern and argument bounds? A stored pattern
+    outside the linear-time subset (written before it was required) admits nothing, and
+    says so in the log: a person decides instead."""
+    try:
+        if pattern and not safe_pattern(pattern).fullmatch(target):
+            return False
+        return all(_within(bound, args.get(name)) for name, bound in bounds.items())
+    except PatternRefused as refused:
+        logger.error("standing rule %s admits nothing: its pattern is refused: %s", pk, refused)
+        return False
+
+
 def _admits(rule: StandingGrant, action: Action, approvers: list, now) -> Decimal | None:
-    """The amount this use adds (0 without a cap) when `rule` admits `action` now, else None."""
-    if rule.target_pattern and not re.fullmatch(rule.target_pattern, action.target):
-        return None
-    if not all(_within(bounds, action.args.get(name)) for name, bounds in rule.arg_bounds.items()):
-        return None
+    """The amount this use adds (0 without a cap) when `rule`'s limits and approvers allow
+    one more use of it for `action` now, else None. Its patterns matched already."""
     if rule.max_uses is not None and rule.uses >= rule.max_uses:
         return None
     if rule.uses_per_hour is not None:
@@ -271,9 +329,9 @@ def _check_pattern(field: str, pattern: Any) -> None:
     if not isinstance(pattern, str):
         raise InvalidArguments(f"{field} must be a regular expression")
     try:
-        re.compile(pattern)
-    except re.error as error:
-        raise InvalidArguments(f"{field} is not a regular expression: {error}") from None
+        safe_pattern(pattern)
+    except PatternRefused as refused:
+        raise InvalidArguments(f"{field} {refused}") from None
 
 
 def _checked_bounds(bounds: Any, schema: dict[str, Any]) -> dict[str, dict]:
@@ -315,7 +373,7 @@ def _within(bounds: dict, value: Any) -> bool:
     if "enum" in bounds and value not in bounds["enum"]:
         return False
     if "pattern" in bounds and not (
-        isinstance(value, str) and re.fullmatch(bounds["pattern"], value)
+        isinstance(value, str) and safe_pattern(bounds["pattern"]).fullmatch(value)
     ):
         return False
     number = _number(value) if {"minimum", "maximum"} & set(bounds) else None

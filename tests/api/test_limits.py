@@ -25,6 +25,7 @@ from control.api_limits import (
     LONG_POLL_GRACE_SECONDS,
     ApiLimited,
     long_poll_slot,
+    process_long_polls,
 )
 from control.api_parsing import MAX_BODY_BYTES
 from control.models import ApiToken
@@ -278,11 +279,11 @@ def test_a_body_one_byte_over_the_limit_is_a_400_too_large(api):
 
 
 @pytest.mark.django_db
-def test_a_body_of_exactly_the_limit_is_parsed_and_reaches_the_schema(api):
-    # The schema then refuses a goal that long: the size rule let it through.
-    problem = assert_problem(api.post("/runs", _body_of(MAX_BODY_BYTES)), 422, "validation_error")
+def test_a_body_of_exactly_the_limit_is_parsed_and_reaches_the_goals_limit(api):
+    # The goal's own limit (runs.limits) then refuses a goal that long: the body's let it through.
+    problem = assert_problem(api.post("/runs", _body_of(MAX_BODY_BYTES)), 422, "invalid_arguments")
 
-    assert problem["errors"][0]["loc"] == ["body", "payload", "goal"]
+    assert problem["detail"].startswith("goal is 999988 characters; the limit is 2000")
     assert not Run.objects.exists()
 
 
@@ -294,3 +295,38 @@ def test_a_page_holds_at_most_100_runs(api, limit, status):
     assert answer.status == status
     if status == 422:
         assert answer.body["errors"][0]["loc"] == ["query", "limit"]
+
+
+@live
+def test_a_process_holds_at_most_its_number_of_long_polls_whatever_their_tokens(
+    live_server, settings, fresh_limits
+):
+    settings.COUNTERSIGN_API_MAX_LONG_POLLS_PER_PROCESS = 2
+    tenant = make_tenant()
+    tokens = [make_token(tenant, f"agent-{n}") for n in range(3)]
+    action = make_action(make_run(tenant))
+    answers: list[requests.Response] = []
+    pollers = [
+        threading.Thread(target=lambda t=t: answers.append(_long_poll(live_server, t, action, 3)))
+        for t in tokens[:2]
+    ]
+    for poller in pollers:
+        poller.start()
+    deadline = time.monotonic() + 5
+    while process_long_polls.waiting < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    third = _long_poll(live_server, tokens[2], action, 3)
+    without_wait = _long_poll(live_server, tokens[2], action, 0)
+    for poller in pollers:
+        poller.join()
+    after = _long_poll(live_server, tokens[2], action, 0.3)
+
+    assert third.status_code == 429
+    assert third.json()["code"] == "too_many_long_polls"
+    assert "this server process already has 2 long-polls waiting" in third.json()["detail"]
+    assert 1 <= int(third.headers["Retry-After"]) <= 3
+    assert without_wait.status_code == 200
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert process_long_polls.waiting == 0
+    assert after.status_code == 200

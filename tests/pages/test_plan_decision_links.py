@@ -75,9 +75,9 @@ def test_opening_a_plan_link_shows_the_plan_and_decides_nothing(
 ):
     path = link_for(plan, olivia, mailoutbox)
 
-    # the plan, its first items, one summary pass, the action and its approvals, the person,
-    # "used?", the plan's tools and their policies
-    with django_assert_num_queries(9):
+    # the plan (its summary on its row), its first items, the action and its approvals, the
+    # person, "used?", the plan's tools and their policies
+    with django_assert_num_queries(8):
         response = client.get(path)
 
     assert response.status_code == 200

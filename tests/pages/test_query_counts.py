@@ -13,6 +13,7 @@ from runs.services import tool_policy_set
 from runs.tools.registry import all_tools
 from tests.factories import make_action, make_observation, make_run
 from tests.pages.conftest import make_waiting
+from tests.pages.test_plan_inbox import refunds_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +130,38 @@ def test_the_tools_page_reads_every_policy_in_one_query(
         page = operator_client.get(reverse("tool_list")).content.decode()
 
     assert page.count("data-needs-approval>no<") == len(all_tools())
+
+
+def more_plans(page: str) -> str:
+    return re.search(r'href="([^"]+)" data-more-plans', page).group(1).replace("&amp;", "&")
+
+
+def plans_on(page: str) -> list[str]:
+    return re.findall(r'<article id="plan-([0-9a-f-]+)"', page)
+
+
+def test_the_inbox_pages_waiting_plans_from_their_stored_summaries_at_a_fixed_cost(
+    operator_client, tenant, django_assert_num_queries
+):
+    # 60 plans of 30 items: reading every item of every waiting plan on each render would be
+    # 1,800 rows; the page reads 25 plans and their first items, whatever the totals.
+    for _ in range(60):
+        refunds_plan(tenant, 30)
+
+    # No single request waits (no approvals to prefetch, no duplicates to look up); a page of
+    # plans and their first items.
+    with django_assert_num_queries(INBOX_QUERIES - 1):
+        first = operator_client.get(reverse("inbox")).content.decode()
+    more = more_plans(first)
+    with django_assert_num_queries(INBOX_QUERIES - 1):
+        second = operator_client.get(more).content.decode()
+    third = operator_client.get(more_plans(second)).content.decode()
+
+    pages = [plans_on(first), plans_on(second), plans_on(third)]
+    assert [len(found) for found in pages] == [INBOX_PAGE_SIZE, INBOX_PAGE_SIZE, 10]
+    assert len(set().union(*pages)) == 60
+    assert "data-more-plans" not in third
+    # The card's summary, from the plan's row: every item counted, summed, compared.
+    assert '<span class="tool">payment.refund</span> \u00d730' in first
+    assert 'data-total="amount_cents">3435<' in first
+    assert "<code>amount_cents</code>, <code>target</code>" in first

@@ -112,3 +112,17 @@ def test_four_eyes_a_second_admin_activates_the_rule_and_a_revocation_stops_it(c
     ).exists()
     page = client.get(reverse("tool_policies")).content.decode()
     assert "by bo: <q>refund fraud</q>" in page
+
+
+def test_a_stored_rule_whose_pattern_is_now_refused_says_so_on_the_policies_page(client, tenant):
+    client_for(client, make_user(tenant, "admin", username="ada"))
+    client.post(reverse("standing_rule_create"), RULE)
+    rule = StandingGrant.objects.get()
+    # Written before patterns were restricted to their linear-time subset.
+    StandingGrant.objects.filter(pk=rule.pk).update(target_pattern=r"(ch_)\1")
+
+    page = client.get(reverse("tool_policies")).content.decode()
+
+    row = page[page.index(f'id="rule-{rule.pk}"') :]
+    assert "admits nothing: target_pattern uses backreferences" in row[: row.index("</tr>")]
+    assert refund(tenant, 1200, "refund-1").status == "waiting_approval"
