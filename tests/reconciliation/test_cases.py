@@ -11,7 +11,7 @@ from reconciliation.probes import case_probe
 from reconciliation.services import PROBE_DELAYS, case_open, case_resolve
 from runs.execution import protocol, recovery
 from runs.models import Action, ToolPolicy
-from runs.services import lease_claim, lease_release, run_cancel
+from runs.services import lease_claim, lease_release, run_cancel, tool_policy_set
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.processes import wait_until
@@ -212,6 +212,67 @@ def test_four_eyes_needs_a_second_reconciler_to_confirm_the_same_resolution(sand
         )
     case = case_resolve(case=case, user=second, resolution="abandon", note="agreed")
     assert (case.status, case.proposed_by, case.resolved_by) == ("resolved", first, second)
+
+
+def _set_four_eyes(tenant, tool: str, *, on: bool) -> None:
+    tool_policy_set(
+        tenant=tenant,
+        tool=tool,
+        needs_approval=True,
+        four_eyes=on,
+        required_approvals=1,
+        approval_seconds=3600,
+        actor="admin",
+    )
+
+
+def _open_notify_case(tenant) -> ReconciliationCase:
+    action = approved(tenant, tool="notify.send", target="cy@example.com", args={"body": "Hi"})
+    return probe_until_settled(make_uncertain(action))
+
+
+def test_a_case_opened_under_four_eyes_keeps_them_when_the_policy_is_relaxed(sandbox):
+    tenant = make_tenant()
+    _set_four_eyes(tenant, "notify.send", on=True)
+    case = _open_notify_case(tenant)
+    assert (case.status, case.four_eyes_at_open) == ("open", True)
+    proposer, second = make_user(tenant, "reconciler"), make_user(tenant, "reconciler")
+    _set_four_eyes(tenant, "notify.send", on=False)  # relaxed after the case opened
+
+    case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
+    assert case.status == "awaiting_second"  # a proposal, not a resolution
+    with pytest.raises(NotAllowed, match="another reconciler"):
+        case_resolve(case=case, user=proposer, resolution="abandon", note="alone")
+    case.refresh_from_db()
+    assert (case.status, case.resolved_by) == ("awaiting_second", None)
+    case = case_resolve(case=case, user=second, resolution="abandon", note="agreed")
+    assert (case.status, case.proposed_by, case.resolved_by) == ("resolved", proposer, second)
+
+
+def test_a_proposal_made_under_four_eyes_is_not_resolved_alone_after_a_relaxation(sandbox):
+    tenant = make_tenant()
+    _set_four_eyes(tenant, "notify.send", on=True)
+    case = _open_notify_case(tenant)
+    proposer = make_user(tenant, "reconciler")
+    case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
+    _set_four_eyes(tenant, "notify.send", on=False)
+
+    with pytest.raises(NotAllowed, match="another reconciler"):
+        case_resolve(case=case, user=proposer, resolution="abandon", note="alone now")
+    case.refresh_from_db()
+    assert case.status == "awaiting_second"
+
+
+def test_a_policy_tightened_after_the_case_opened_applies_at_once(sandbox):
+    # Four eyes only ever adds a person: the stricter of the frozen and the live rule holds.
+    tenant = make_tenant()
+    case = _open_notify_case(tenant)
+    assert case.four_eyes_at_open is False
+    _set_four_eyes(tenant, "notify.send", on=True)
+
+    proposer = make_user(tenant, "reconciler")
+    case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
+    assert case.status == "awaiting_second"
 
 
 def test_compensate_records_the_receipt_and_proposes_the_undo_for_approval(sandbox, workers):
