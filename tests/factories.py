@@ -18,6 +18,7 @@ from runs.services import (
     approval_expire,
     observation_record,
     run_start,
+    tool_policy_set,
 )
 
 _sequence = count(1)
@@ -114,3 +115,16 @@ def decide(action: Action, approver, *, decision: str, reason: str = "") -> None
         reason=reason,
     )
     action.refresh_from_db()
+
+
+def set_policy(tenant: Tenant, tool: str, **changes) -> None:
+    """The tenant's policy for `tool` through the admin's service: approval by one person
+    within an hour, unless `changes` say otherwise."""
+    values = {
+        "needs_approval": True,
+        "four_eyes": False,
+        "required_approvals": 1,
+        "approval_seconds": 3600,
+        "actor": "tests",
+    }
+    tool_policy_set(tenant=tenant, tool=tool, **{**values, **changes})

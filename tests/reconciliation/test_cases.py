@@ -11,9 +11,16 @@ from reconciliation.probes import case_probe
 from reconciliation.services import PROBE_DELAYS, case_open, case_resolve
 from runs.execution import protocol, recovery
 from runs.models import Action, ToolPolicy
-from runs.services import lease_claim, lease_release, run_cancel, tool_policy_set
+from runs.services import lease_claim, lease_release, run_cancel
 from sandbox.models import Effect
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import (
+    approve,
+    make_action,
+    make_run,
+    make_tenant,
+    make_user,
+    set_policy,
+)
 from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
@@ -214,18 +221,6 @@ def test_four_eyes_needs_a_second_reconciler_to_confirm_the_same_resolution(sand
     assert (case.status, case.proposed_by, case.resolved_by) == ("resolved", first, second)
 
 
-def _set_four_eyes(tenant, tool: str, *, on: bool) -> None:
-    tool_policy_set(
-        tenant=tenant,
-        tool=tool,
-        needs_approval=True,
-        four_eyes=on,
-        required_approvals=1,
-        approval_seconds=3600,
-        actor="admin",
-    )
-
-
 def _open_notify_case(tenant) -> ReconciliationCase:
     action = approved(tenant, tool="notify.send", target="cy@example.com", args={"body": "Hi"})
     return probe_until_settled(make_uncertain(action))
@@ -233,11 +228,11 @@ def _open_notify_case(tenant) -> ReconciliationCase:
 
 def test_a_case_opened_under_four_eyes_keeps_them_when_the_policy_is_relaxed(sandbox):
     tenant = make_tenant()
-    _set_four_eyes(tenant, "notify.send", on=True)
+    set_policy(tenant, "notify.send", four_eyes=True)
     case = _open_notify_case(tenant)
     assert (case.status, case.four_eyes_at_open) == ("open", True)
     proposer, second = make_user(tenant, "reconciler"), make_user(tenant, "reconciler")
-    _set_four_eyes(tenant, "notify.send", on=False)  # relaxed after the case opened
+    set_policy(tenant, "notify.send", four_eyes=False)  # relaxed after the case opened
 
     case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
     assert case.status == "awaiting_second"  # a proposal, not a resolution
@@ -251,11 +246,11 @@ def test_a_case_opened_under_four_eyes_keeps_them_when_the_policy_is_relaxed(san
 
 def test_a_proposal_made_under_four_eyes_is_not_resolved_alone_after_a_relaxation(sandbox):
     tenant = make_tenant()
-    _set_four_eyes(tenant, "notify.send", on=True)
+    set_policy(tenant, "notify.send", four_eyes=True)
     case = _open_notify_case(tenant)
     proposer = make_user(tenant, "reconciler")
     case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
-    _set_four_eyes(tenant, "notify.send", on=False)
+    set_policy(tenant, "notify.send", four_eyes=False)
 
     with pytest.raises(NotAllowed, match="another reconciler"):
         case_resolve(case=case, user=proposer, resolution="abandon", note="alone now")
@@ -268,7 +263,7 @@ def test_a_policy_tightened_after_the_case_opened_applies_at_once(sandbox):
     tenant = make_tenant()
     case = _open_notify_case(tenant)
     assert case.four_eyes_at_open is False
-    _set_four_eyes(tenant, "notify.send", on=True)
+    set_policy(tenant, "notify.send", four_eyes=True)
 
     proposer = make_user(tenant, "reconciler")
     case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
