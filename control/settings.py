@@ -74,6 +74,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # `shown`, `shown_json`, `lookalike_flags`: every page shows an agent's targets
+            # and arguments through them (runs/pages/lookalikes.py).
+            "builtins": ["runs.templatetags.agent_text"],
         },
     },
 ]

@@ -11,12 +11,14 @@ from django.utils import timezone
 
 from control.models import Tenant
 from control.services import member_add, tenant_create
-from runs.models import Action, Observation, Run
+from runs.models import Action, Observation, Plan, Run
 from runs.services import (
+    PlanItem,
     action_propose,
     approval_decide,
     approval_expire,
     observation_record,
+    plan_propose,
     run_start,
     tool_policy_set,
 )
@@ -128,3 +130,19 @@ def set_policy(tenant: Tenant, tool: str, **changes) -> None:
         "actor": "tests",
     }
     tool_policy_set(tenant=tenant, tool=tool, **{**values, **changes})
+
+
+def make_notify_plan(tenant: Tenant, *, goal: str, bodies: dict[str, str]) -> Plan:
+    """A plan of notify.send intents, one per recipient with its body (`tell-1`, `tell-2`,
+    ... in order), proposed by the agent on a new run."""
+    run = make_run(tenant, goal=goal)
+    items = [
+        PlanItem(
+            action_id=f"tell-{number}", tool="notify.send", target=recipient, args={"body": body}
+        )
+        for number, (recipient, body) in enumerate(bodies.items(), start=1)
+    ]
+    plan, _ = plan_propose(
+        run=run, items=items, observation=make_observation(run), proposed_by="agent-token"
+    )
+    return plan

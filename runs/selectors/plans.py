@@ -16,6 +16,8 @@ from control.models import Tenant
 from runs.models import Action, Plan
 
 ITEMS_SHOWN = 50
+# A plan's unusual targets and arguments checked for look-alikes on its card, at most.
+UNUSUAL_SHOWN = 20
 
 
 @dataclass
@@ -26,6 +28,10 @@ class PlanSummary:
     differing: list[str] = field(default_factory=list)
     # name -> sum over the items, for numeric arguments whose name says amount.
     totals: dict[str, Decimal] = field(default_factory=dict)
+    # Of every item, not only those shown: (what, text) for each target or arguments that is
+    # not plain printable ASCII, the first UNUSUAL_SHOWN of them, for the look-alike check.
+    unusual: list[tuple[str, str]] = field(default_factory=list)
+    unusual_count: int = 0
 
     @property
     def rows(self) -> list[tuple[int, str, str, str]]:
@@ -62,26 +68,42 @@ def _summaries(plans_query) -> list[PlanSummary]:
     )
     if not plans:
         return []
-    rows = Action.objects.filter(plan__in=plans).values_list("plan_id", "tool", "target", "args")
-    per_plan: dict[Any, list[tuple[str, str, dict]]] = defaultdict(list)
-    for plan_id, tool, target, args in rows:
-        per_plan[plan_id].append((tool, target, args))
+    rows = Action.objects.filter(plan__in=plans).values_list(
+        "plan_id", "position", "tool", "target", "args"
+    )
+    per_plan: dict[Any, list[tuple[int, str, str, dict]]] = defaultdict(list)
+    for plan_id, position, tool, target, args in rows.order_by("position"):
+        per_plan[plan_id].append((position, tool, target, args))
     return [_summary(plan, per_plan[plan.pk]) for plan in plans]
 
 
-def _summary(plan: Plan, items: list[tuple[str, str, dict]]) -> PlanSummary:
-    tools = Counter(tool for tool, _, _ in items)
+def _summary(plan: Plan, items: list[tuple[int, str, str, dict]]) -> PlanSummary:
+    tools = Counter(tool for _, tool, _, _ in items)
     values: dict[str, set[str]] = defaultdict(set)
     totals: dict[str, Decimal] = defaultdict(Decimal)
-    for _, target, args in items:
+    unusual: list[tuple[str, str]] = []
+    for position, _, target, args in items:
         values["target"].add(target)
         for name, value in args.items():
             values[name].add(json.dumps(value, sort_keys=True))
             if "amount" in name and isinstance(value, int | float) and not isinstance(value, bool):
                 totals[name] += Decimal(str(value))
+        number = position + 1
+        args_json = json.dumps(args, sort_keys=True, ensure_ascii=False)
+        for what, text in (
+            (f"target of #{number}", target),
+            (f"arguments of #{number}", args_json),
+        ):
+            if not (text.isascii() and text.isprintable()):
+                unusual.append((what, text))
     differing = [name for name in sorted(values) if len(values[name]) > 1]
     return PlanSummary(
-        plan=plan, tools=sorted(tools.items()), differing=differing, totals=dict(totals)
+        plan=plan,
+        tools=sorted(tools.items()),
+        differing=differing,
+        totals=dict(totals),
+        unusual=unusual[:UNUSUAL_SHOWN],
+        unusual_count=len(unusual),
     )
 
 
