@@ -14,8 +14,9 @@ import logging
 import re
 
 REDACTED = "[redacted]"
-# The token is one path segment; it may appear percent-encoded inside a Referer or a query.
-_DECISION_TOKEN = re.compile(r"(/decide/)[^/?#\s\"']+", re.IGNORECASE)
+# The token (django.core.signing: base64url and ":") is one path segment after /decide/, which
+# a login redirect's `?next=` may carry percent-encoded (`%2Fdecide%2F`, `:` as `%3A`).
+_DECISION_TOKEN = re.compile(r"((?:/|%2F)decide(?:/|%2F))(?:[\w\-.:~]|%3A)+", re.IGNORECASE)
 
 
 def without_decision_tokens(text: str) -> str:

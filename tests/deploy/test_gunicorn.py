@@ -202,6 +202,12 @@ def test_decision_tokens_never_reach_the_access_log_nor_the_request_log(
         headers={**PROXIED, "Referer": f"https://countersign.example.com{decide}"},
         timeout=5,
     )
+    # Signing in from the link: the login page's `?next=` names it, percent-encoded or not.
+    for quoted_next in (decide, decide.replace("/", "%2F").replace(":", "%3A")):
+        login = requests.get(
+            f"{gunicorn_url}/accounts/login/?next={quoted_next}", headers=PROXIED, timeout=5
+        )
+        assert login.status_code == 200
     assert page.status_code >= 400  # a forged token: refused, and Django logs the path
     assert asset.status_code == 404
 
@@ -212,3 +218,4 @@ def test_decision_tokens_never_reach_the_access_log_nor_the_request_log(
     assert '"https://countersign.example.com/decide/[redacted]/"' in log  # the Referer
     assert "SECRET-TOKEN-PART" not in log  # ...without the token
     assert "eyJhIjoiYWN0aW9uIn0" not in log
+    assert "next=%2Fdecide%2F[redacted]%2F" in log
