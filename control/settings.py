@@ -236,8 +236,27 @@ LOGGING = {
     "disable_existing_loggers": False,
     # A decision link's token decides for whoever reads it: no log line carries one.
     "filters": {"decision_tokens": {"()": "control.log_redaction.DecisionTokenFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["decision_tokens"]}},
+    # runserver's request lines (the demo's web server) as Django's default logging writes
+    # them, through the same filter.
+    "formatters": {
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        }
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["decision_tokens"]},
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["decision_tokens"],
+        },
+    },
     "root": {"handlers": ["console"], "level": env_str("COUNTERSIGN_LOG_LEVEL", "INFO")},
-    # The MCP SDK says at INFO that it starts and stops each request's handler.
-    "loggers": {"mcp.server.streamable_http_manager": {"level": "WARNING"}},
+    "loggers": {
+        # The MCP SDK says at INFO that it starts and stops each request's handler.
+        "mcp.server.streamable_http_manager": {"level": "WARNING"},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+    },
 }
