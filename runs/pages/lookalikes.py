@@ -5,8 +5,8 @@ Four signs, checked with `unicodedata` alone (no confusables table: a sign, not 
 - a character is invisible or reorders the text around it (format characters, category Cf:
   the bidirectional overrides and isolates U+202A-202E and U+2066-2069, zero-width U+200B-200F
   and U+2060-2064, U+FEFF, the soft hyphen U+00AD, ...) or is a control or line separator:
-  `invoice\u202efdp.exe` reads as `invoiceexe.pdf`. Such characters are also never shown raw:
-  `shown` writes them as `\u202e`, everywhere a page or a mail shows an agent's text;
+  `invoice\\u202efdp.exe` reads as `invoiceexe.pdf`. Such characters are also never shown
+  raw: `shown` writes them as `\\u202e`, everywhere a page or a mail shows an agent's text;
 - a word mixes letters of scripts that look alike (Latin, Cyrillic, Greek, ...);
 - a character is a compatibility form of ASCII (fullwidth `\uff45`, mathematical bold
   `\U0001d41a`, script `\u2113`: NFKC makes them ASCII);
