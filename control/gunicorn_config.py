@@ -9,7 +9,10 @@ threads must stay below the server's max_connections together with the RQ worker
 
 from __future__ import annotations
 
+from gunicorn.glogging import Logger
+
 from control.env import env_int
+from control.log_redaction import without_decision_tokens
 
 bind = "0.0.0.0:8000"
 worker_class = "gthread"
@@ -21,6 +24,21 @@ timeout = env_int("GUNICORN_TIMEOUT", 60, minimum=1)
 graceful_timeout = 35
 # One line per request on stdout, beside the application's logs on stderr.
 accesslog = "-"
+
+
+class RedactingAccessLogger(Logger):
+    """gunicorn's logger with every access-log atom (request line, path, query, Referer,
+    any header) cleared of decision tokens before the line is formatted."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        return {
+            key: without_decision_tokens(value) if isinstance(value, str) else value
+            for key, value in atoms.items()
+        }
+
+
+logger_class = RedactingAccessLogger
 
 
 def on_starting(server) -> None:

@@ -74,6 +74,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # `shown`, `shown_json`, `lookalike_flags`: every page shows an agent's targets
+            # and arguments through them (runs/pages/lookalikes.py).
+            "builtins": ["runs.templatetags.agent_text"],
         },
     },
 ]
@@ -198,6 +201,9 @@ MAILERS = {
         "OPTIONS": {
             "host": env_str("COUNTERSIGN_EMAIL_HOST", default="localhost"),
             "port": env_int("COUNTERSIGN_EMAIL_PORT", 25, minimum=1),
+            # STARTTLS on a submission port (587), or TLS from the first byte (465).
+            "use_tls": env_bool("COUNTERSIGN_EMAIL_USE_TLS", default=False),
+            "use_ssl": env_bool("COUNTERSIGN_EMAIL_USE_SSL", default=False),
         }
         if _EMAIL_BACKEND.endswith("smtp.EmailBackend")
         else {},
@@ -206,6 +212,9 @@ MAILERS = {
 DEFAULT_FROM_EMAIL = env_str("COUNTERSIGN_NOTIFY_FROM", default="countersign@localhost")
 COUNTERSIGN_NOTIFY_FROM = DEFAULT_FROM_EMAIL
 COUNTERSIGN_BASE_URL = env_str("COUNTERSIGN_BASE_URL", default="http://localhost:8000")
+# A decision link decides for whoever reads it on the way: control.settings_production refuses
+# an http:// base URL or mail sent in plain text to another host, unless this says so.
+COUNTERSIGN_ALLOW_INSECURE_LINKS = env_bool("COUNTERSIGN_ALLOW_INSECURE_LINKS", default=False)
 COUNTERSIGN_NOTIFY_WEBHOOK_URL = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_URL", default="")
 COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", default="")
 # A waiting request this close to its expiry gets an "about to expire" notification.
@@ -239,8 +248,29 @@ COUNTERSIGN_FAULT_POINT = env_str("COUNTERSIGN_FAULT_POINT", default="")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # A decision link's token decides for whoever reads it: no log line carries one.
+    "filters": {"decision_tokens": {"()": "control.log_redaction.DecisionTokenFilter"}},
+    # runserver's request lines (the demo's web server) as Django's default logging writes
+    # them, through the same filter.
+    "formatters": {
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        }
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["decision_tokens"]},
+        "django.server": {
+            "class": "logging.StreamHandler",
+            "formatter": "django.server",
+            "filters": ["decision_tokens"],
+        },
+    },
     "root": {"handlers": ["console"], "level": env_str("COUNTERSIGN_LOG_LEVEL", "INFO")},
-    # The MCP SDK says at INFO that it starts and stops each request's handler.
-    "loggers": {"mcp.server.streamable_http_manager": {"level": "WARNING"}},
+    "loggers": {
+        # The MCP SDK says at INFO that it starts and stops each request's handler.
+        "mcp.server.streamable_http_manager": {"level": "WARNING"},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+    },
 }

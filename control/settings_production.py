@@ -1,10 +1,12 @@
 """Settings for a reachable server: control/settings.py plus everything that needs HTTPS.
 
 Use with DJANGO_SETTINGS_MODULE=control.settings_production. It refuses to load with debug on,
-a weak secret key, no explicit DJANGO_ALLOWED_HOSTS, a weak or demo checkpoint key, or a switch
+a weak secret key, no explicit DJANGO_ALLOWED_HOSTS, a weak or demo checkpoint key, a switch
 of the demo's and the tests' on (SANDBOX_ENABLED, SANDBOX_FAULTS, COUNTERSIGN_ALLOW_FAULT_POINTS),
-so a misconfigured deployment does not start rather than start insecure. `manage.py check
---deploy` reports nothing with it (tests/security/test_production_settings.py runs that).
+or decision links that would travel in plain text (an http:// COUNTERSIGN_BASE_URL, SMTP to
+another host without TLS) unless COUNTERSIGN_ALLOW_INSECURE_LINKS=1, so a misconfigured
+deployment does not start rather than start insecure. `manage.py check --deploy` reports
+nothing with it (tests/security/test_production_settings.py runs that).
 
 Behind a reverse proxy that terminates TLS, set COUNTERSIGN_BEHIND_TLS_PROXY=1 (the proxy
 must set X-Forwarded-Proto and strip it from clients) and COUNTERSIGN_TRUSTED_PROXY_COUNT.
@@ -20,8 +22,11 @@ from control.env import env_bool, env_int
 from control.settings import *  # noqa: F403
 from control.settings import (
     COUNTERSIGN_ALLOW_FAULT_POINTS,
+    COUNTERSIGN_ALLOW_INSECURE_LINKS,
+    COUNTERSIGN_BASE_URL,
     COUNTERSIGN_CHECKPOINT_KEYS,
     DEBUG,
+    MAILERS,
     SANDBOX_ENABLED,
     SANDBOX_FAULTS,
     SECRET_KEY,
@@ -57,6 +62,34 @@ for _name, _on, _door in (
         raise ImproperlyConfigured(
             f"control.settings_production refuses {_name} on: it {_door}, for the demo and "
             f"the tests only; unset {_name} or set it to 0"
+        )
+
+# A decision link decides for whoever holds it (with a link-only policy, no session needed):
+# it must not cross a network in plain text, neither as the page it opens nor inside the mail.
+# Plain SMTP to this host's own relay never leaves the machine on that hop, so it passes.
+_MAIL = MAILERS["default"]["OPTIONS"]
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+for _name, _insecure, _why in (
+    (
+        "COUNTERSIGN_BASE_URL",
+        not COUNTERSIGN_BASE_URL.lower().startswith("https://"),
+        f"is {COUNTERSIGN_BASE_URL!r}: decision links and sessions would travel over plain "
+        "HTTP; give the https:// address people open",
+    ),
+    (
+        "COUNTERSIGN_EMAIL_USE_TLS",
+        bool(_MAIL)
+        and not (_MAIL["use_tls"] or _MAIL["use_ssl"])
+        and _MAIL["host"].lower() not in _LOOPBACK,
+        f"is off (and COUNTERSIGN_EMAIL_USE_SSL too) for the mail server {_MAIL.get('host')!r}: "
+        "decision links would travel in plain text; set COUNTERSIGN_EMAIL_USE_TLS=1 "
+        "(STARTTLS) or COUNTERSIGN_EMAIL_USE_SSL=1",
+    ),
+):
+    if _insecure and not COUNTERSIGN_ALLOW_INSECURE_LINKS:
+        raise ImproperlyConfigured(
+            f"control.settings_production refuses: {_name} {_why} "
+            "(or accept the risk with COUNTERSIGN_ALLOW_INSECURE_LINKS=1)"
         )
 
 # HTTPS only: redirect plain HTTP, and tell browsers never to try it again.

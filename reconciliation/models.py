@@ -39,6 +39,10 @@ class ReconciliationCase(models.Model):
     resolution_note = models.TextField(blank=True)
     evidence = models.JSONField(null=True, blank=True)
     resend_confirmed = models.BooleanField(default=False)
+    # The tool policy's four-eyes rule when the case opened. Relaxing the policy later never
+    # lets one reconciler resolve a case opened under four eyes (the live rule still counts
+    # when it is stricter): reconciliation.services.case_needs_four_eyes.
+    four_eyes_at_open = models.BooleanField(default=False)
     proposed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.PROTECT,

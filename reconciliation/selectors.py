@@ -237,13 +237,24 @@ def case_detail(case_id, *, tenant: Tenant) -> CaseDetail | None:
         attempts=list(reversed(attempts)),
         other_actions=list(others),
         history=list(history),
-        four_eyes=_four_eyes(case),
+        four_eyes=case_needs_four_eyes(case),
     )
 
 
-def _four_eyes(case: ReconciliationCase) -> bool:
-    """Whether the tool's policy in the tenant asks a second reconciler to confirm."""
+def policy_four_eyes(*, tenant: Tenant, tool: str) -> bool:
+    """Whether the tool's policy in the tenant asks a second reconciler to confirm, now."""
     try:
-        return policy_for(tenant=case.tenant, tool=case.action.tool).four_eyes
+        return policy_for(tenant=tenant, tool=tool).four_eyes
     except ToolError:
         return False
+
+
+def case_needs_four_eyes(case: ReconciliationCase) -> bool:
+    """Whether a second reconciler must confirm: the rule frozen when the case opened, or the
+    tool's policy now when that is stricter. Four eyes only ever adds a person, so a policy
+    tightened after the case opened applies at once, while one relaxed after it never lets
+    the proposer (or anyone alone) resolve a case opened under four eyes, nor one a first
+    reconciler already proposed a resolution for."""
+    if case.four_eyes_at_open or case.status == ReconciliationCase.Status.AWAITING_SECOND:
+        return True
+    return policy_four_eyes(tenant=case.tenant, tool=case.action.tool)

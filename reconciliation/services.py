@@ -16,9 +16,9 @@ from control.clock import db_now
 from control.tenancy import RECONCILER_ROLES, has_any_role
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
+from reconciliation.selectors import case_needs_four_eyes, policy_four_eyes
 from runs.execution import protocol, recovery, saga
 from runs.models import Action, Receipt
-from runs.selectors import policy_for
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
@@ -57,6 +57,7 @@ def case_open(*, action: Action) -> ReconciliationCase | None:
                 detail=action.last_error,
                 status=CaseStatus.OPEN if failed_undo else CaseStatus.PROBING,
                 next_probe_at=None if failed_undo else db_now(),
+                four_eyes_at_open=policy_four_eyes(tenant=action.tenant, tool=action.tool),
             )
             audit_record(
                 actor=RECONCILER,
@@ -161,7 +162,7 @@ def case_resolve(
     evidence: dict | None = None,
     confirm_resend: bool = False,
 ) -> ReconciliationCase:
-    """A reconciler's resolution. Where the tool's policy asks for four eyes, a first
+    """A reconciler's resolution. Where four eyes apply (case_needs_four_eyes), a first
     resolution waits for a second reconciler to confirm the same one."""
     action = case.action
     if not has_any_role(user, case.tenant, RECONCILER_ROLES):
@@ -198,7 +199,7 @@ def case_resolve(
         raise ResolutionRefused(
             f"{tool.name} does not deduplicate: confirm that sending it again is intended"
         )
-    if policy_for(tenant=case.tenant, tool=action.tool).four_eyes and not _confirms(
+    if case_needs_four_eyes(case) and not _confirms(
         case, user=user, resolution=resolution, evidence=evidence
     ):
         return _propose_resolution(

@@ -6,10 +6,11 @@ changes state only through runs.services. POSTs run under control.api_idempotenc
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from django.db import IntegrityError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils.crypto import salted_hmac
 from ninja import Field, Path, Query, Router, Status
 from ninja.decorators import decorate_view
@@ -408,8 +409,9 @@ def cancel_run(request: HttpRequest, run_id: str, payload: schemas.CancelIn):
     response={200: schemas.CheckpointOut, **problems(401, 404, 422, 500)},
 )
 def get_checkpoint(request: HttpRequest, run_id: str):
-    """The run's latest signed checkpoint, byte for byte as stored (so its MAC verifies),
-    served only after it verified here."""
+    """The run's latest checkpoint, served only after it verified here, with its approvers
+    as the opaque ids the rest of the API shows: the stored one names them by user id, so
+    what an agent reads is not what was signed, and the answer says so (`mac_scope`)."""
     run = run_or_404(request, run_id)
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
@@ -417,4 +419,10 @@ def get_checkpoint(request: HttpRequest, run_id: str):
     state = checkpoint_verify(checkpoint.body)
     if state["run_id"] != str(run.pk) or state["tenant_id"] != str(run.tenant_id):
         raise CheckpointError("freshness", "the stored checkpoint belongs to another run")
-    return HttpResponse(checkpoint.body, content_type="application/json")
+    envelope = json.loads(checkpoint.body)
+    approval = envelope["state"].get("approval") or {}
+    if "approvers" in approval:
+        approval["approvers"] = sorted(
+            approver_ref(tenant_id=run.tenant_id, user_id=user) for user in approval["approvers"]
+        )
+    return {**envelope, "mac_scope": "server_only"}

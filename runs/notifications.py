@@ -19,6 +19,10 @@ mail carries that person's decision link (runs.decision_links). An escalation go
 tool policy's escalation contacts instead, with a link to the inbox only: a contact need not
 be a member.
 
+What an agent wrote (target, goal, observation summary) is quoted in the mail, one line each
+with newlines and hidden characters escaped and a length cap, below Countersign's own lines
+and decision link: an agent cannot draw a block that passes for ours (notification_text).
+
 Settings (all optional; read at each call):
 - COUNTERSIGN_BASE_URL: where links in messages point (default http://localhost:8000).
 - COUNTERSIGN_NOTIFY_FROM: the sender address (default DEFAULT_FROM_EMAIL).
@@ -44,8 +48,10 @@ from django.urls import reverse
 
 from control.canonical import canonical_json
 from control.tenancy import APPROVER_ROLES
+from control.web import compact_json
 from runs.decision_links import decision_link_url
 from runs.models import Action, OutboxMessage, ToolPolicy
+from runs.pages.lookalikes import lookalikes, quoted, shown
 from runs.record.outbox import NOTIFY_JOB
 
 logger = logging.getLogger(__name__)
@@ -73,6 +79,13 @@ SUBJECTS = {
     ESCALATED: "Escalated, still waiting for approval: {tool} {target}",
 }
 
+
+# Agent text in a mail: each on one line, quoted, at most this many of its characters.
+AGENT_TEXT_LIMIT = 300
+SUBJECT_TARGET_LIMIT = 80
+AGENT_TEXT_HEADING = (
+    "Written by the agent, quoted as it is stored, one line each (not from Countersign):"
+)
 
 NOTIFY_ATTEMPTS = 8
 RETRY_FIRST_SECONDS = 30.0
@@ -170,7 +183,10 @@ def _mails(action: Action, payload: dict) -> list[tuple[str, str, str, list[str]
             tool=f"plan of {plan['size']}:", target=", ".join(plan["tools"])
         )
     else:
-        subject = SUBJECTS[payload["kind"]].format(tool=action.tool, target=action.target)
+        # A header is one line: a newline in it would refuse the whole mail, every retry.
+        target = shown(action.target[:SUBJECT_TARGET_LIMIT])
+        target += "…" if len(action.target) > SUBJECT_TARGET_LIMIT else ""
+        subject = SUBJECTS[payload["kind"]].format(tool=action.tool, target=target)
     sender = getattr(settings, "COUNTERSIGN_NOTIFY_FROM", "") or settings.DEFAULT_FROM_EMAIL
     if payload["kind"] == ESCALATED:
         contacts = escalation_contacts(action)
@@ -252,8 +268,12 @@ def _plan_payload(action: Action) -> dict | None:
 
 
 def notification_text(payload: dict, *, decision_link: str = "") -> str:
+    """The mail's text. Countersign's own lines come first, the decision link among them;
+    what the agent wrote (target, goal, observation) is quoted on one line each, so no goal
+    or summary can draw a block that looks like ours ("Approve here: ...")."""
     action = payload["action"]
     plan = payload["plan"]
+    target = quoted(action["target"], limit=AGENT_TEXT_LIMIT)
     lines = [
         {
             REQUESTED: "An agent asks to make this write and waits for your decision.",
@@ -268,30 +288,43 @@ def notification_text(payload: dict, *, decision_link: str = "") -> str:
         lines += [
             f"Plan:     {plan['size']} writes, approved or rejected as one",
             f"Tools:    {', '.join(plan['tools'])}",
-            f"First:    {action['tool']} {action['target']}",
-            f"Proposer: {action['proposed_by']}",
+            f"First:    {action['tool']} {target}",
+            f"Proposer: {quoted(action['proposed_by'], limit=AGENT_TEXT_LIMIT)}",
             f"Digest:   {plan['digest']} (plan, state version {plan['state_version']})",
             f"Expires:  {plan['expires_at']}",
         ]
     else:
         lines += [
             f"Tool:     {action['tool']}",
-            f"Target:   {action['target']}",
-            f"Proposer: {action['proposed_by']}",
+            f"Target:   {target}",
+            f"Proposer: {quoted(action['proposed_by'], limit=AGENT_TEXT_LIMIT)}",
             f"Digest:   {action['intent_digest']} (state version {action['state_version']})",
             f"Expires:  {action['expires_at']}",
         ]
-    lines.append(f"Run goal: {payload['run']['goal']}")
-    if payload["observation"]:
-        lines.append(f"Because:  {payload['observation']['summary']}")
+    lines += _lookalike_lines(action["target"], place="target")
+    lines += _lookalike_lines(compact_json(action["args"]), place="arguments")
     if decision_link:
         lines += [
             "",
             "Review and decide (a link for you alone, it works once and expires soon):",
             decision_link,
         ]
-    lines += ["", f"Decide in the inbox: {payload['links']['inbox']}"]
+    lines += ["", f"Decide in the inbox: {payload['links']['inbox']}", "", AGENT_TEXT_HEADING]
+    lines.append(f"> Run goal: {quoted(payload['run']['goal'], limit=AGENT_TEXT_LIMIT)}")
+    if payload["observation"]:
+        summary = quoted(payload["observation"]["summary"], limit=AGENT_TEXT_LIMIT)
+        lines.append(f"> Because:  {summary}")
     return "\n".join(lines) + "\n"
+
+
+def _lookalike_lines(text: str, *, place: str) -> list[str]:
+    """The inbox's look-alike warnings, as mail lines (a flag's text is already escaped)."""
+    return [
+        f'Warning:  look-alike characters in the {place}: "{flag.text}" '
+        f"{flag.why}{f', really {flag.punycode}' if flag.punycode else ''} "
+        f"({', '.join(flag.code_points)})"
+        for flag in lookalikes(text)
+    ]
 
 
 def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:

@@ -341,8 +341,19 @@ class CancelOut(Schema):
 class CheckpointOut(Schema):
     schema_version: int
     key_id: str
-    mac: str
-    state: dict[str, Any]
+    mac: str = Field(
+        description="The server's HMAC over the checkpoint as stored, verified here before "
+        "serving; it is for the server's own verification and does not cover this document "
+        "(see mac_scope)."
+    )
+    state: dict[str, Any] = Field(
+        description="The signed state, except that `approval.approvers` are opaque approver "
+        "ids (`approver-` and 16 hex digits), never user ids or usernames."
+    )
+    mac_scope: Literal["server_only"] = Field(
+        description="The MAC covers the stored state, which names approvers by user id; "
+        "this document shows them as opaque ids, so it does not verify against the MAC."
+    )
 
 
 class ActionMatches(Schema):

@@ -11,14 +11,17 @@ from django.utils import timezone
 
 from control.models import Tenant
 from control.services import member_add, tenant_create
-from runs.models import Action, Observation, Run
+from runs.models import Action, Observation, Plan, Run
 from runs.services import (
+    PlanItem,
     action_propose,
     approval_decide,
     approval_expire,
     observation_record,
     plan_decide,
+    plan_propose,
     run_start,
+    tool_policy_set,
 )
 
 _sequence = count(1)
@@ -126,3 +129,32 @@ def approve_plan(plan, approver) -> None:
         seen_digest=plan.digest,
         seen_state_version=plan.base_version,
     )
+
+
+def set_policy(tenant: Tenant, tool: str, **changes) -> None:
+    """The tenant's policy for `tool` through the admin's service: approval by one person
+    within an hour, unless `changes` say otherwise."""
+    values = {
+        "needs_approval": True,
+        "four_eyes": False,
+        "required_approvals": 1,
+        "approval_seconds": 3600,
+        "actor": "tests",
+    }
+    tool_policy_set(tenant=tenant, tool=tool, **{**values, **changes})
+
+
+def make_notify_plan(tenant: Tenant, *, goal: str, bodies: dict[str, str]) -> Plan:
+    """A plan of notify.send intents, one per recipient with its body (`tell-1`, `tell-2`,
+    ... in order), proposed by the agent on a new run."""
+    run = make_run(tenant, goal=goal)
+    items = [
+        PlanItem(
+            action_id=f"tell-{number}", tool="notify.send", target=recipient, args={"body": body}
+        )
+        for number, (recipient, body) in enumerate(bodies.items(), start=1)
+    ]
+    plan, _ = plan_propose(
+        run=run, items=items, observation=make_observation(run), proposed_by="agent-token"
+    )
+    return plan

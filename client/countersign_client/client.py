@@ -116,7 +116,8 @@ class Countersign:
         return cast(CancelReport, self._post(f"/runs/{run_id}/cancel", {"reason": reason}))
 
     def get_checkpoint(self, run_id: str) -> dict[str, Any]:
-        """The run's latest signed checkpoint envelope (verified by the server)."""
+        """The run's latest checkpoint, verified by the server, approvers as opaque ids (so its
+        `mac` is the server's, over the stored form: `mac_scope` is `server_only`)."""
         return cast(dict, self._get(f"/runs/{run_id}/checkpoint"))
 
     # Tools, observations, actions.

@@ -12,6 +12,7 @@ from django.core.validators import validate_email
 from django.utils.html import format_html_join
 
 from runs.models import Action, Run
+from runs.pages.lookalikes import shown, unshown
 from runs.tools.errors import ToolError
 from runs.tools.registry import all_tools, get_tool
 
@@ -202,6 +203,19 @@ class EditArgumentsForm(BindingForm):
         return args
 
 
+class ShownCharField(forms.CharField):
+    """A text argument to edit: invisible and direction-changing characters appear as their
+    escapes (`\\u202e`), so the text box does not reorder what the operator reads, and
+    become characters again when the form is sent back."""
+
+    def prepare_value(self, value):
+        return shown(value) if isinstance(value, str) else value
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        return unshown(value) if isinstance(value, str) else value
+
+
 def _argument_field(name: str, spec: dict, *, required: bool) -> forms.Field:
     help_text = spec.get("description", "")
     common = {"label": name, "required": required, "help_text": help_text}
@@ -213,7 +227,7 @@ def _argument_field(name: str, spec: dict, *, required: bool) -> forms.Field:
     if kind == "string":
         long_text = spec.get("maxLength", 0) > 200
         widget = forms.Textarea(attrs={"rows": 4}) if long_text else forms.TextInput
-        return forms.CharField(
+        return ShownCharField(
             max_length=spec.get("maxLength"), strip=False, widget=widget, **common
         )
     return forms.JSONField(widget=forms.Textarea(attrs={"rows": 3}), **common)

@@ -3,15 +3,19 @@ plan digest and the state version the operator saw (post/redirect/get, a flash m
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from control.tenancy import APPROVER_ROLES
-from control.web import INBOX_READER_ROLES, can_decide, tenant_member, with_query
+from control.web import (
+    INBOX_READER_ROLES,
+    can_decide,
+    compact_json,
+    tenant_member,
+    with_query,
+)
 from runs import selectors, services
 from runs.exceptions import RunsError
 from runs.models import Plan
@@ -40,7 +44,7 @@ def inbox_plan(request: HttpRequest, plan_pk) -> HttpResponse:
     context = {
         "plan": plan,
         "search": search,
-        "rows": [(item, json.dumps(item.args, sort_keys=True)) for item in items],
+        "rows": [(item, compact_json(item.args)) for item in items],
         "next_url": with_query(request.path, request.GET, after=str(last)) if last >= 0 else "",
         "can_drop": plan.status == Plan.Status.WAITING_APPROVAL and can_decide(request),
     }

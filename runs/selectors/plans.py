@@ -38,6 +38,16 @@ class PlanSummary:
         return {name: Decimal(total) for name, total in self.plan.summary.get("totals", {}).items()}
 
     @property
+    def unusual(self) -> list[tuple[str, str]]:
+        """Of every item, not only those shown: (what, text) for each target or arguments
+        that is not plain printable ASCII, the first UNUSUAL_SHOWN, for the look-alike check."""
+        return [(what, text) for what, text in self.plan.summary.get("unusual", [])]
+
+    @property
+    def unusual_count(self) -> int:
+        return self.plan.summary.get("unusual_count", 0)
+
+    @property
     def rows(self) -> list[tuple[int, str, str, str]]:
         """The first items as shown: number, tool, target, arguments as canonical JSON."""
         return [

@@ -320,17 +320,31 @@ def test_cancelling_twice_is_a_409(api):
     assert_problem(api.post(f"/runs/{run.id}/cancel", {"reason": ""}), 409, "invalid_transition")
 
 
-def test_the_checkpoint_is_served_byte_for_byte_as_stored_and_verifies(api):
+def test_the_checkpoint_is_served_as_verified_and_says_its_mac_is_the_servers(api):
     run = make_run(api.tenant)
     make_action(run)
     answer = api.get(f"/runs/{run.id}/checkpoint")
     assert answer.status == 200
-    assert answer.headers["Content-Type"] == "application/json"
-    stored = latest_checkpoint(run)
-    assert answer.content == stored.body.encode()
-    state = checkpoint_verify(answer.content)
-    assert state["phase"] == "waiting_approval"
-    assert set(json.loads(answer.content)) == {"schema_version", "key_id", "mac", "state"}
+    assert answer.headers["Content-Type"].startswith("application/json")
+    stored = json.loads(latest_checkpoint(run).body)
+    assert answer.body == {**stored, "mac_scope": "server_only"}
+    assert answer.body["state"]["phase"] == "waiting_approval"
+
+
+def test_the_checkpoint_shows_agents_opaque_approver_ids_never_user_ids(api):
+    run = make_run(api.tenant)
+    action = make_action(run)
+    approver = make_user(api.tenant, username="alice-approver")
+    approve(action, approver)
+    stored = checkpoint_verify(latest_checkpoint(run).body)
+    assert stored["approval"]["approvers"] == [str(approver.pk)]  # the signed form
+    answer = api.get(f"/runs/{run.id}/checkpoint")
+    assert answer.status == 200
+    (shown,) = answer.body["state"]["approval"]["approvers"]
+    assert re.fullmatch(r"approver-[0-9a-f]{16}", shown)
+    decision = api.get(f"/actions/{action.id}").body["decision"]
+    assert shown == decision["approvals"][0]["approver"]  # the same id the rest of the API shows
+    assert "alice-approver" not in answer.content.decode()
 
 
 def test_a_tampered_checkpoint_is_never_served(api):

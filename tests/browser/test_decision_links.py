@@ -11,10 +11,17 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Action, ToolPolicy
-from runs.services import PlanItem, plan_propose, tool_policy_set
+from runs.services import tool_policy_set
 from sandbox.models import Effect
 from tests.browser.conftest import PASSWORD, log_in, screenshot
-from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
+from tests.factories import (
+    make_action,
+    make_notify_plan,
+    make_observation,
+    make_run,
+    make_tenant,
+    make_user,
+)
 from tests.processes import Workers
 from tests.smtp import Mailbox, smtp_server
 
@@ -180,18 +187,10 @@ def test_an_admin_sets_an_escalation_on_the_policies_page(page):
 def test_a_plan_is_approved_whole_from_its_mailed_link(page, mailing_workers, mailbox):
     tenant = make_tenant()
     operator_with_mail(tenant, "olivia")
-    run = make_run(tenant, goal="tell three customers their order shipped")
-    items = [
-        PlanItem(
-            action_id=f"tell-{n}",
-            tool="notify.send",
-            target=f"customer-{n}@example.com",
-            args={"body": "your order shipped"},
-        )
-        for n in range(1, 4)
-    ]
-    plan, _ = plan_propose(
-        run=run, items=items, observation=make_observation(run), proposed_by="agent-token"
+    plan = make_notify_plan(
+        tenant,
+        goal="tell three customers their order shipped",
+        bodies={f"customer-{n}@example.com": "your order shipped" for n in range(1, 4)},
     )
     assert mailing_workers.run_burst() == 0
 

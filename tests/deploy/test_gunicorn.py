@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 # What the TLS proxy in front sets: https, and the host name the deployment answers to.
 PROXIED = {"X-Forwarded-Proto": "https", "Host": "countersign.example.com"}
+GUNICORN_LOG = "gunicorn.log"
 
 
 def _free_port() -> int:
@@ -58,6 +59,8 @@ def production_environment(server_directory) -> dict[str, str]:
             "COUNTERSIGN_CHECKPOINT_KEYS": "k1:" + secrets.token_urlsafe(32),
             "DJANGO_ALLOWED_HOSTS": "countersign.example.com",
             "COUNTERSIGN_BEHIND_TLS_PROXY": "1",
+            "COUNTERSIGN_BASE_URL": "https://countersign.example.com",
+            "COUNTERSIGN_EMAIL_USE_TLS": "1",
             # /healthz only asks PostgreSQL for `SELECT 1`: its maintenance database will do.
             "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/postgres",
             "REDIS_URL": settings.REDIS_URL,
@@ -81,7 +84,7 @@ def gunicorn_url(production_environment, server_directory):
     )
     assert collected.returncode == 0, collected.stderr
     port = _free_port()
-    log = (server_directory / "gunicorn.log").open("w+")
+    log = (server_directory / GUNICORN_LOG).open("w+")
     server = subprocess.Popen(
         [
             GUNICORN,
@@ -185,3 +188,34 @@ def test_gunicorn_redirects_plain_http_for_static_files_too(gunicorn_url, hashed
         response.headers["Location"]
         == f"https://countersign.example.com/static/{hashed_stylesheet}"
     )
+
+
+def test_decision_tokens_never_reach_the_access_log_nor_the_request_log(
+    gunicorn_url, server_directory
+):
+    token = "eyJhIjoiYWN0aW9uIn0:1w3XyZ:SECRET-TOKEN-PART"
+    decide = f"/decide/{token}/"
+    # The page itself, and an asset it loads: the browser names the page in the Referer.
+    page = requests.get(f"{gunicorn_url}{decide}?from=mail", headers=PROXIED, timeout=5)
+    asset = requests.get(
+        f"{gunicorn_url}/static/missing.css",
+        headers={**PROXIED, "Referer": f"https://countersign.example.com{decide}"},
+        timeout=5,
+    )
+    # Signing in from the link: the login page's `?next=` names it, percent-encoded or not.
+    for quoted_next in (decide, decide.replace("/", "%2F").replace(":", "%3A")):
+        login = requests.get(
+            f"{gunicorn_url}/accounts/login/?next={quoted_next}", headers=PROXIED, timeout=5
+        )
+        assert login.status_code == 200
+    assert page.status_code >= 400  # a forged token: refused, and Django logs the path
+    assert asset.status_code == 404
+
+    time.sleep(0.5)  # the access log is written after the response
+    log = (server_directory / GUNICORN_LOG).read_text()
+    assert f"{page.reason}: /decide/[redacted]/" in log  # Django's request log
+    assert f'GET /decide/[redacted]/?from=mail HTTP/1.1" {page.status_code}' in log
+    assert '"https://countersign.example.com/decide/[redacted]/"' in log  # the Referer
+    assert "SECRET-TOKEN-PART" not in log  # ...without the token
+    assert "eyJhIjoiYWN0aW9uIn0" not in log
+    assert "next=%2Fdecide%2F[redacted]%2F" in log

@@ -13,7 +13,14 @@ from runs.execution import protocol, recovery
 from runs.models import Action, ToolPolicy
 from runs.services import lease_claim, lease_release, run_cancel
 from sandbox.models import Effect
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import (
+    approve,
+    make_action,
+    make_run,
+    make_tenant,
+    make_user,
+    set_policy,
+)
 from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
@@ -212,6 +219,55 @@ def test_four_eyes_needs_a_second_reconciler_to_confirm_the_same_resolution(sand
         )
     case = case_resolve(case=case, user=second, resolution="abandon", note="agreed")
     assert (case.status, case.proposed_by, case.resolved_by) == ("resolved", first, second)
+
+
+def _open_notify_case(tenant) -> ReconciliationCase:
+    action = approved(tenant, tool="notify.send", target="cy@example.com", args={"body": "Hi"})
+    return probe_until_settled(make_uncertain(action))
+
+
+def test_a_case_opened_under_four_eyes_keeps_them_when_the_policy_is_relaxed(sandbox):
+    tenant = make_tenant()
+    set_policy(tenant, "notify.send", four_eyes=True)
+    case = _open_notify_case(tenant)
+    assert (case.status, case.four_eyes_at_open) == ("open", True)
+    proposer, second = make_user(tenant, "reconciler"), make_user(tenant, "reconciler")
+    set_policy(tenant, "notify.send", four_eyes=False)  # relaxed after the case opened
+
+    case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
+    assert case.status == "awaiting_second"  # a proposal, not a resolution
+    with pytest.raises(NotAllowed, match="another reconciler"):
+        case_resolve(case=case, user=proposer, resolution="abandon", note="alone")
+    case.refresh_from_db()
+    assert (case.status, case.resolved_by) == ("awaiting_second", None)
+    case = case_resolve(case=case, user=second, resolution="abandon", note="agreed")
+    assert (case.status, case.proposed_by, case.resolved_by) == ("resolved", proposer, second)
+
+
+def test_a_proposal_made_under_four_eyes_is_not_resolved_alone_after_a_relaxation(sandbox):
+    tenant = make_tenant()
+    set_policy(tenant, "notify.send", four_eyes=True)
+    case = _open_notify_case(tenant)
+    proposer = make_user(tenant, "reconciler")
+    case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
+    set_policy(tenant, "notify.send", four_eyes=False)
+
+    with pytest.raises(NotAllowed, match="another reconciler"):
+        case_resolve(case=case, user=proposer, resolution="abandon", note="alone now")
+    case.refresh_from_db()
+    assert case.status == "awaiting_second"
+
+
+def test_a_policy_tightened_after_the_case_opened_applies_at_once(sandbox):
+    # Four eyes only ever adds a person: the stricter of the frozen and the live rule holds.
+    tenant = make_tenant()
+    case = _open_notify_case(tenant)
+    assert case.four_eyes_at_open is False
+    set_policy(tenant, "notify.send", four_eyes=True)
+
+    proposer = make_user(tenant, "reconciler")
+    case = case_resolve(case=case, user=proposer, resolution="abandon", note="duplicate")
+    assert case.status == "awaiting_second"
 
 
 def test_compensate_records_the_receipt_and_proposes_the_undo_for_approval(sandbox, workers):

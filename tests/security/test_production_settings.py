@@ -25,6 +25,9 @@ def _manage(tmp_path, *args: str, settings: str = "control.settings_production",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "COUNTERSIGN_CHECKPOINT_KEYS": "k1:" + secrets.token_urlsafe(32),
             "DJANGO_ALLOWED_HOSTS": "countersign.example.com",
+            "COUNTERSIGN_BASE_URL": "https://countersign.example.com",
+            "COUNTERSIGN_EMAIL_HOST": "smtp.example.com",
+            "COUNTERSIGN_EMAIL_USE_TLS": "1",
             # `check` inspects the database's features; a file of our own keeps it hermetic.
             "DATABASE_URL": f"sqlite:///{tmp_path / 'check.sqlite3'}",
             "SANDBOX_DATABASE_URL": f"sqlite:///{tmp_path / 'sandbox.sqlite3'}",
@@ -164,3 +167,45 @@ def test_bench_processes_turn_the_sandbox_on_only_where_the_base_settings_allow(
     else:
         assert result.returncode != 0
         assert "refuses SANDBOX_ENABLED on" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"COUNTERSIGN_BASE_URL": "http://countersign.example.com"}, "COUNTERSIGN_BASE_URL"),
+        ({"COUNTERSIGN_BASE_URL": None}, "COUNTERSIGN_BASE_URL"),  # the default is http://
+        ({"COUNTERSIGN_EMAIL_USE_TLS": None}, "COUNTERSIGN_EMAIL_USE_TLS"),
+        ({"COUNTERSIGN_EMAIL_USE_TLS": "0"}, "COUNTERSIGN_EMAIL_USE_TLS"),
+    ],
+)
+def test_production_settings_refuse_decision_links_in_plain_text(tmp_path, env, named):
+    result = _manage(tmp_path, "check", **env)
+
+    assert result.returncode != 0
+    assert f"control.settings_production refuses: {named}" in result.stderr
+    assert "COUNTERSIGN_ALLOW_INSECURE_LINKS=1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"COUNTERSIGN_EMAIL_USE_TLS": None, "COUNTERSIGN_EMAIL_USE_SSL": "1"},
+        # Plain SMTP to this host's own relay never crosses a network on that hop.
+        {"COUNTERSIGN_EMAIL_USE_TLS": None, "COUNTERSIGN_EMAIL_HOST": "localhost"},
+        # Mail that never leaves through SMTP needs no TLS.
+        {
+            "COUNTERSIGN_EMAIL_USE_TLS": None,
+            "COUNTERSIGN_EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
+        },
+        # Said out loud: accepted.
+        {
+            "COUNTERSIGN_BASE_URL": "http://countersign.internal",
+            "COUNTERSIGN_EMAIL_USE_TLS": None,
+            "COUNTERSIGN_ALLOW_INSECURE_LINKS": "1",
+        },
+    ],
+)
+def test_production_settings_accept_tls_loopback_no_smtp_or_an_explicit_allowance(tmp_path, env):
+    result = _manage(tmp_path, "check", **env)
+
+    assert result.returncode == 0, result.stderr
