@@ -26,6 +26,7 @@ from runs.selectors.core import (
     run_effects_report,
     runs_newest_first,
     tool_catalog,
+    verified_policies,
 )
 from runs.selectors.ledger import (
     LEDGER_PAGE_SIZE,
@@ -118,4 +119,5 @@ __all__ = [
     "standing_rules",
     "tool_catalog",
     "tool_policies",
+    "verified_policies",
 ]

@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Prefetch
 
 from control.audit import audit_record
 from control.clock import db_now
@@ -27,6 +28,7 @@ from runs.models import Action, Approval, Run, StandingGrant, StandingGrantAppro
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_approved
+from runs.record.signed_rows import RULE_ROWS
 from runs.selectors import policy_for
 from runs.services.common import action_set_status, outbox_write
 from runs.tools import errors as tool_errors
@@ -85,6 +87,7 @@ def standing_grant_propose(
         four_eyes=policy.four_eyes,
         created_by=proposer,
     )
+    RULE_ROWS.seal(rule)
     _audit(rule, proposer, "standing_grant.propose")
     if not rule.four_eyes:
         _approve(rule, proposer)
@@ -96,6 +99,13 @@ def standing_grant_approve(*, rule: StandingGrant, approver) -> StandingGrant:
     rule = StandingGrant.objects.select_for_update().get(pk=rule.pk)
     if rule.status != Rule.PROPOSED:
         raise InvalidTransition(f"the rule is {rule.status}, not waiting for approval")
+    problem = RULE_ROWS.problem(rule)
+    if problem:
+        # Approving would sign it: a row written around the services is never vouched for.
+        raise NotAllowed(
+            f"the rule {rule.name!r} does not verify ({problem}): it was not written by "
+            "Countersign; revoke it and propose it again"
+        )
     if not has_any_role(approver, rule.tenant, APPROVER_ROLES):
         raise NotAllowed("only an operator of this tenant may approve a standing rule")
     if rule.four_eyes and approver.pk == rule.created_by_id:
@@ -119,23 +129,31 @@ def standing_grant_revoke(*, rule: StandingGrant, actor, reason: str) -> Standin
     rule.status = Rule.REVOKED
     rule.revoked_by, rule.revoked_at, rule.revoke_reason = actor, db_now(), reason.strip()
     rule.save(update_fields=["status", "revoked_by", "revoked_at", "revoke_reason"])
+    RULE_ROWS.seal(rule)  # a revoked rule admits nothing, verified or not
     _audit(rule, actor, "standing_grant.revoke", reason=reason)
     return rule
 
 
 def standing_grant_apply(run: Run, action: Action, *, allowed: bool) -> StandingGrant | None:
     """In the transaction that froze `action`: approves it by the first active rule of its
-    tool that admits it now, counting the use; None when no rule does (a person decides)."""
+    tool that admits it now, counting the use; None when no rule does (a person decides).
+    A rule whose row does not verify (its limits, approvers or counters written around
+    these services) admits nothing."""
     if not action.needs_approval or not allowed:
         return None
     now = db_now()
     rules = (
         StandingGrant.objects.select_for_update()
         .filter(tenant_id=run.tenant_id, tool=action.tool, status=Rule.ACTIVE, expires_at__gt=now)
+        .prefetch_related(
+            Prefetch("approvals", queryset=StandingGrantApproval.objects.select_related("approver"))
+        )
         .order_by("created_at", "pk")
     )
     for rule in rules:
-        approvers = [a.approver for a in rule.approvals.select_related("approver")]
+        if not RULE_ROWS.verifies(rule):
+            continue
+        approvers = [a.approver for a in rule.approvals.all()]
         amount = _admits(rule, action, approvers, now)
         if amount is not None:
             _grant(run, action, rule, approvers, amount, now)
@@ -192,6 +210,7 @@ def _grant(run, action, rule: StandingGrant, approvers: list, amount: Decimal, n
     rule.amount_used += amount
     rule.last_used_at = now
     rule.save(update_fields=["uses", "amount_used", "last_used_at"])
+    RULE_ROWS.seal(rule)
     action_set_status(
         action,
         expected={Action.Status.WAITING_APPROVAL},
@@ -221,6 +240,7 @@ def _approve(rule: StandingGrant, approver) -> None:
     if rule.approvals.count() >= rule.required_approvals:
         rule.status = Rule.ACTIVE
         rule.save(update_fields=["status"])
+    RULE_ROWS.seal(rule)
     _audit(rule, approver, "standing_grant.approve")
 
 
