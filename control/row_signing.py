@@ -22,6 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.apps import apps
+from django.db import transaction
 from django.db.models import Model
 
 from control import signing
@@ -100,19 +101,48 @@ class Unverified:
         return f"{self.table} {self.pk} ({self.row}) in tenant {self.tenant}: {self.problem}"
 
 
-def unverified_rows() -> list[Unverified]:
-    """Every row of every signed table that does not verify, table by table: what
-    `verify_audit` reports. Reads each table once, in chunks."""
-    found = []
+def _every_row(key_id: str | None = None):
+    """(spec, row) for every row of every signed table (only those signed with `key_id`
+    when given), table by table, each table read once in chunks."""
     for spec in sorted(_REGISTRY.values(), key=lambda spec: spec.table):
-        model = apps.get_model(spec.model)
-        rows = model._default_manager.select_related("tenant").order_by("pk")
+        rows = apps.get_model(spec.model)._default_manager.select_related("tenant")
+        if key_id is not None:
+            rows = rows.filter(key_id=key_id)
         if spec.related:
             rows = rows.prefetch_related(*spec.related)
-        for row in rows.iterator(chunk_size=500):
-            problem = spec.problem(row)
-            if problem:
-                found.append(
-                    Unverified(spec.table, str(row.pk), row.tenant.name, problem, str(row))
-                )
+        for row in rows.order_by("pk").iterator(chunk_size=500):
+            yield spec, row
+
+
+def unverified_rows() -> list[Unverified]:
+    """Every row of every signed table that does not verify: what `verify_audit` reports."""
+    found = []
+    for spec, row in _every_row():
+        problem = spec.problem(row)
+        if problem:
+            found.append(Unverified(spec.table, str(row.pk), row.tenant.name, problem, str(row)))
     return found
+
+
+def rows_signed_with(key_id: str) -> int:
+    """How many signed rows name `key_id`: retiring it would make them decide nothing."""
+    return sum(
+        apps.get_model(spec.model)._default_manager.filter(key_id=key_id).count()
+        for spec in _REGISTRY.values()
+    )
+
+
+@transaction.atomic
+def rows_resign(*, key_id: str) -> tuple[int, list[Unverified]]:
+    """Re-signs with the current key every row signed with `key_id` that verifies, so the
+    old key can be retired; a row that does not verify is left as it is (never vouched for
+    by a rotation) and returned. Returns (re-signed, refused)."""
+    resigned, refused = 0, []
+    for spec, row in _every_row(key_id):
+        problem = spec.problem(row)
+        if problem:
+            refused.append(Unverified(spec.table, str(row.pk), row.tenant.name, problem, str(row)))
+        else:
+            spec.seal(row)
+            resigned += 1
+    return resigned, refused

@@ -295,3 +295,24 @@ def test_rows_signed_with_a_key_still_configured_verify_after_rotation(settings,
     assert policy_for(tenant=tenant, tool="notify.send").problem == "unknown_key"
     assert policy_for(tenant=tenant, tool="ticket.close").needs_approval is False
     assert browser.get("/inbox/").status_code == 403
+
+
+def test_rotation_re_signs_rows_that_verify_before_the_old_key_is_retired(settings, capsys):
+    settings.COUNTERSIGN_CHECKPOINT_KEYS = {"old": OLD_KEY}
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator", username="olga")
+    make_policy(tenant, "notify.send", needs_approval=False)
+    _insert_policy(tenant, "ticket.close", needs_approval=False)
+    ToolPolicy.objects.filter(tool="ticket.close").update(key_id="old", mac="0" * 64)
+    settings.COUNTERSIGN_CHECKPOINT_KEYS = {"new": NEW_KEY, "old": OLD_KEY}
+
+    with pytest.raises(CommandError, match="resign-rows --id old"):
+        call_command("checkpoint_keys", "retire", "--id", "old")
+    # The forged row is not vouched for by the rotation; the genuine ones move to the new key.
+    with pytest.raises(CommandError, match=r"1 row.s. signed with 'old' do not verify"):
+        call_command("checkpoint_keys", "resign-rows", "--id", "old")
+    assert "ticket.close policy" in capsys.readouterr().err
+    assert Membership.objects.get(user=operator).key_id == "new"
+    settings.COUNTERSIGN_CHECKPOINT_KEYS = {"new": NEW_KEY}
+    assert policy_for(tenant=tenant, tool="notify.send").needs_approval is False
+    assert policy_for(tenant=tenant, tool="ticket.close").needs_approval is True
