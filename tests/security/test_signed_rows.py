@@ -5,10 +5,14 @@ its own favour. A database writer without the keys cannot get an unapproved writ
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from datetime import timedelta
+from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -316,3 +320,35 @@ def test_rotation_re_signs_rows_that_verify_before_the_old_key_is_retired(settin
     settings.COUNTERSIGN_CHECKPOINT_KEYS = {"new": NEW_KEY}
     assert policy_for(tenant=tenant, tool="notify.send").needs_approval is False
     assert policy_for(tenant=tenant, tool="ticket.close").needs_approval is True
+
+
+def test_the_upgrade_migration_signs_existing_rows_as_the_live_code_verifies_them():
+    """runs/0018 copies the signing code; its MACs must be the ones the live code checks."""
+    sign_existing = importlib.import_module("runs.migrations.0018_sign_existing_rows")
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    make_policy(
+        tenant,
+        "notify.send",
+        needs_approval=False,
+        escalation_seconds=60,
+        escalation_contacts=["ops@example.com"],
+    )
+    standing_grant_propose(
+        tenant=tenant,
+        tool=REFUND,
+        name="capped refunds",
+        proposer=operator,
+        expires_at=timezone.now() + timedelta(days=7),
+        arg_bounds={"amount_cents": {"maximum": 5000.5}},
+        amount_argument="amount_cents",
+        amount_cap=Decimal("120.50"),
+    )
+    for model in (ToolPolicy, StandingGrant, Membership):
+        model.objects.update(key_id="", mac="")
+    assert policy_for(tenant=tenant, tool="notify.send").problem == "unsigned"
+
+    sign_existing.sign_existing(django_apps, SimpleNamespace(connection=connection))
+
+    call_command("verify_audit")
+    assert policy_for(tenant=tenant, tool="notify.send").needs_approval is False
