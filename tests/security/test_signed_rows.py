@@ -93,6 +93,14 @@ def _propose_charge_through_the_api(tenant) -> dict:
     return answer.body
 
 
+def _refund_rule(tenant, proposer, name: str, **limits) -> StandingGrant:
+    """A standing rule for refunds, proposed through the service (and so signed)."""
+    expires_at = timezone.now() + timedelta(days=7)
+    return standing_grant_propose(
+        tenant=tenant, tool=REFUND, name=name, proposer=proposer, expires_at=expires_at, **limits
+    )
+
+
 def _executes(action: Action) -> bool:
     return OutboxMessage.objects.filter(action=action, job=EXECUTE_JOB).exists()
 
@@ -183,14 +191,7 @@ def test_a_standing_rule_inserted_by_sql_never_approves(capsys):
 def test_a_signed_rule_whose_use_counter_is_reset_by_sql_stops_approving(capsys):
     tenant = make_tenant()
     operator = make_user(tenant, "operator")
-    rule = standing_grant_propose(
-        tenant=tenant,
-        tool=REFUND,
-        name="one refund",
-        proposer=operator,
-        expires_at=timezone.now() + timedelta(days=7),
-        max_uses=1,
-    )
+    rule = _refund_rule(tenant, operator, "one refund", max_uses=1)
     first = make_action(make_run(tenant), tool=REFUND, target=CHARGE_ID, args={"amount_cents": 1})
     assert first.status == "approved"  # the rule's one use, signed with its counter
     call_command("verify_audit")
@@ -206,13 +207,7 @@ def test_a_signed_rule_whose_use_counter_is_reset_by_sql_stops_approving(capsys)
 def test_a_proposed_rule_inserted_by_sql_cannot_be_approved_into_force():
     tenant = make_tenant()
     operator = make_user(tenant, "operator")
-    rule = standing_grant_propose(
-        tenant=tenant,
-        tool=REFUND,
-        name="refunds",
-        proposer=operator,
-        expires_at=timezone.now() + timedelta(days=7),
-    )
+    rule = _refund_rule(tenant, operator, "refunds")
     StandingGrant.objects.filter(pk=rule.pk).update(status="proposed", max_uses=None)
     with pytest.raises(NotAllowed, match="does not verify"):
         standing_grant_approve(rule=rule, approver=make_user(tenant, "operator"))
@@ -255,14 +250,7 @@ def test_rows_written_through_the_services_keep_working():
     tenant = make_tenant()
     operator = make_user(tenant, "operator")
     make_policy(tenant, "notify.send", needs_approval=False)
-    standing_grant_propose(
-        tenant=tenant,
-        tool=REFUND,
-        name="small refunds",
-        proposer=operator,
-        expires_at=timezone.now() + timedelta(days=7),
-        arg_bounds={"amount_cents": {"maximum": 5000}},
-    )
+    _refund_rule(tenant, operator, "small refunds", arg_bounds={"amount_cents": {"maximum": 5000}})
     run = make_run(tenant)
     sent = make_action(run, tool="notify.send", target="ops@example.com", args={"body": "hi"})
     assert sent.status == "approved"
@@ -334,12 +322,10 @@ def test_the_upgrade_migration_signs_existing_rows_as_the_live_code_verifies_the
         escalation_seconds=60,
         escalation_contacts=["ops@example.com"],
     )
-    standing_grant_propose(
-        tenant=tenant,
-        tool=REFUND,
-        name="capped refunds",
-        proposer=operator,
-        expires_at=timezone.now() + timedelta(days=7),
+    _refund_rule(
+        tenant,
+        operator,
+        "capped refunds",
         arg_bounds={"amount_cents": {"maximum": 5000.5}},
         amount_argument="amount_cents",
         amount_cap=Decimal("120.50"),
