@@ -25,6 +25,7 @@ from runs.models import (
     StandingGrantApproval,
     ToolPolicy,
 )
+from runs.record.signed_rows import POLICY_ROWS, RULE_ROWS
 
 # Each page is one keyset page of at most PAGE_SIZE rows plus a fixed number of prefetches,
 # so a page costs the same number of queries with 5 rows or 500.
@@ -290,13 +291,21 @@ def run_detail(run_id, *, tenant: Tenant, events_before: int | None = None) -> R
 def standing_rules(*, tenant: Tenant) -> list[StandingGrant]:
     """The tenant's standing rules, newest first, with who proposed, approved and revoked."""
     approvals = StandingGrantApproval.objects.select_related("approver").order_by("created_at")
-    return list(
+    rules = list(
         StandingGrant.objects.filter(tenant=tenant)
         .select_related("created_by", "revoked_by")
         .prefetch_related(Prefetch("approvals", queryset=approvals))
         .order_by("-created_at")
     )
+    for rule in rules:
+        rule.unverified = RULE_ROWS.problem(rule)  # the page says which approve nothing
+    return rules
 
 
 def tool_policies(*, tenant: Tenant) -> dict[str, ToolPolicy]:
-    return {policy.tool: policy for policy in ToolPolicy.objects.filter(tenant=tenant)}
+    """The tenant's policy rows by tool, each with `unverified`: why its MAC does not verify
+    (the page tells the admin to save it again), or ""."""
+    policies = {policy.tool: policy for policy in ToolPolicy.objects.filter(tenant=tenant)}
+    for policy in policies.values():
+        policy.unverified = POLICY_ROWS.problem(policy)
+    return policies
