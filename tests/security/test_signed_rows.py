@@ -129,6 +129,11 @@ def test_a_policy_inserted_by_sql_that_waives_approval_leaves_the_charge_waiting
     assert "unsigned" in named
     with pytest.raises(CommandError, match=r"was proposed while the payment\.charge policy"):
         call_command("verify_run", str(action.run_id))
+    # The operator's run page flags the proposal.
+    browser = Client()
+    browser.force_login(operator)
+    page = browser.get(f"/runs/{action.run_id}/").content.decode()
+    assert "Proposed while its tool's policy row did not verify" in page
     # The strictest reading still lets a person decide: the charge goes out once approved.
     approve(action, operator)
     assert action.status == "approved"
