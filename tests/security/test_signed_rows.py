@@ -6,6 +6,7 @@ its own favour. A database writer without the keys cannot get an unapproved writ
 from __future__ import annotations
 
 import importlib
+import json
 import uuid
 from datetime import timedelta
 from decimal import Decimal
@@ -22,9 +23,18 @@ from django.utils import timezone
 from control.models import AuditEntry, Membership
 from runs.exceptions import NotAllowed
 from runs.models import Action, OutboxMessage, RunEvent, StandingGrant, ToolPolicy
+from runs.notifications import escalation_contacts
 from runs.record.outbox import EXECUTE_JOB
 from runs.selectors import policy_for
-from runs.services import standing_grant_approve, standing_grant_propose
+from runs.services import (
+    PlanItem,
+    approval_escalate,
+    link_only_allowed,
+    plan_propose,
+    standing_grant_approve,
+    standing_grant_propose,
+)
+from tests import factories
 from tests.api.conftest import ApiClient, make_token
 from tests.api.support import content_hash
 from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
@@ -42,13 +52,22 @@ def _sql(statement: str, params: list) -> None:
         cursor.execute(statement, params)
 
 
-def _insert_policy(tenant, tool: str, *, needs_approval: bool) -> None:
+def _insert_policy(
+    tenant, tool: str, *, needs_approval: bool, escalate_to: str = "", link_only: bool = False
+) -> None:
     _sql(
         "INSERT INTO runs_toolpolicy (tenant_id, tool, needs_approval, four_eyes, "
         "required_approvals, approval_seconds, standing_grants_allowed, escalation_seconds, "
         "escalation_contacts, link_only_decisions, key_id, mac) "
-        "VALUES (%s, %s, %s, false, 1, 86400, true, NULL, '[]', false, '', '')",
-        [str(tenant.pk), tool, needs_approval],
+        "VALUES (%s, %s, %s, false, 1, 86400, true, %s, %s, %s, '', '')",
+        [
+            str(tenant.pk),
+            tool,
+            needs_approval,
+            1 if escalate_to else None,
+            json.dumps([escalate_to] if escalate_to else []),
+            link_only,
+        ],
     )
 
 
@@ -343,3 +362,55 @@ def test_the_upgrade_migration_signs_existing_rows_as_the_live_code_verifies_the
 
     call_command("verify_audit")
     assert policy_for(tenant=tenant, tool="notify.send").needs_approval is False
+
+
+def test_a_plan_under_a_forged_policy_needs_four_eyes_and_verify_run_names_it():
+    tenant = make_tenant()
+    _insert_policy(tenant, "notify.send", needs_approval=False)
+    run = make_run(tenant)
+    plan, _ = plan_propose(
+        run=run,
+        items=[
+            PlanItem(
+                action_id="notify-1",
+                tool="notify.send",
+                target="a@example.com",
+                args={"body": "done"},
+            )
+        ],
+        observation=factories.make_observation(run),
+        proposed_by="agent-token",
+    )
+    assert (plan.status, plan.four_eyes) == ("waiting_approval", True)
+    event = RunEvent.objects.get(run=run, type="plan.proposed")
+    assert event.payload["unverified_policies"] == {"notify.send": "unsigned"}
+    with pytest.raises(CommandError, match=r"plan .* was proposed while the notify\.send policy"):
+        call_command("verify_run", str(run.pk))
+
+
+def test_a_forged_policy_neither_escalates_to_its_contacts_nor_lets_a_link_decide():
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    _insert_policy(
+        tenant,
+        "ticket.close",
+        needs_approval=True,
+        escalate_to="mallory@example.net",
+        link_only=True,
+    )
+    Action.objects.filter(pk=action.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    action.refresh_from_db()
+
+    assert link_only_allowed(action) is False
+    assert approval_escalate(action=action) is False
+    assert escalation_contacts(action) == []
+    # The same policy saved by an admin does both.
+    make_policy(
+        tenant,
+        "ticket.close",
+        escalation_seconds=1,
+        escalation_contacts=["lead@example.com"],
+        link_only_decisions=True,
+    )
+    assert link_only_allowed(action) is True
+    assert escalation_contacts(action) == ["lead@example.com"]
