@@ -50,7 +50,7 @@ class SignedRows:
     table: str
     model: str
     deciding: Callable[[Any], dict[str, Any]]
-    # What `unsigned_rows` reads with each row, so `deciding` runs no query per row.
+    # What `unverified_rows` reads with each row, so `deciding` runs no query per row.
     related: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -83,6 +83,8 @@ class SignedRows:
             signing.verify(self.payload(row), kid=row.key_id, mac=row.mac)
         except signing.SignatureError as error:
             return error.rule
+        except ValueError:
+            return "no_canonical_form"  # a value no service writes: it cannot have been signed
         return ""
 
     def verifies(self, row: Model) -> bool:
