@@ -20,6 +20,7 @@ from django.shortcuts import redirect
 
 from control.auth import AdminLoginForm
 from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
+from control.tenancy import verified_memberships
 
 ADMIN_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
 
@@ -41,12 +42,10 @@ def admin_tenant_ids(request: HttpRequest) -> frozenset:
     cached = getattr(request, "_countersign_admin_tenants", None)
     if cached is None:
         user = request.user
+        rows = Membership.objects.filter(user=user, role__in=ADMIN_READER_ROLES)
         cached = frozenset(
-            Membership.objects.filter(user=user, role__in=ADMIN_READER_ROLES).values_list(
-                "tenant_id", flat=True
-            )
-            if user.is_active and user.is_staff
-            else ()
+            row.tenant_id
+            for row in (verified_memberships(rows)[0] if user.is_active and user.is_staff else ())
         )
         request._countersign_admin_tenants = cached
     return cached

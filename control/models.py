@@ -24,8 +24,20 @@ class Role(models.TextChoices):
     ADMIN = "admin"
 
 
-class Membership(models.Model):
-    """One role of one user in one tenant; a person may hold several roles."""
+class SignedRow(models.Model):
+    """A row that decides approval: its deciding fields are MAC'd under a checkpoint key
+    (control.row_signing), so a database writer without the key cannot forge or edit it."""
+
+    key_id = models.CharField(max_length=64, blank=True)
+    mac = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Membership(SignedRow):
+    """One role of one user in one tenant; a person may hold several roles. Signed
+    (control.tenancy.MEMBERSHIP_ROWS): a row that does not verify grants no role."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(

@@ -15,6 +15,7 @@ from django.utils.text import slugify
 from control.audit import audit_record
 from control.exceptions import AlreadyExists, InvalidInput, NotFound
 from control.models import ApiToken, Membership, Role, Tenant
+from control.tenancy import MEMBERSHIP_ROWS
 
 TOKEN_PREFIX = "cs_"
 
@@ -69,6 +70,9 @@ def member_add(
         user.set_unusable_password()
         user.save(update_fields=["password"])
     membership, _ = Membership.objects.get_or_create(tenant=tenant, user=user, role=role)
+    # Signed even when it existed: re-adding a member is how an admin vouches again for a
+    # row that no longer verifies (verify_audit names it).
+    MEMBERSHIP_ROWS.seal(membership)
     audit_record(
         actor=actor,
         verb="member.add",

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from control.models import Membership, Role, Tenant
+from control.tenancy import verified_memberships
 
 SESSION_TENANT_KEY = "countersign_tenant"
 READER_ROLES = frozenset(Role.values)
@@ -36,14 +37,26 @@ class TenantChoice:
 
 
 def memberships_of(user) -> list[TenantChoice]:
-    """The tenants a person belongs to with their roles in each, by tenant name (one query)."""
+    """The tenants a person belongs to with their roles in each, by tenant name (one query);
+    only memberships that verify count (control.tenancy.MEMBERSHIP_ROWS)."""
+    return _memberships(user)[0]
+
+
+def _memberships(user) -> tuple[list[TenantChoice], list[str]]:
+    """memberships_of, and a sentence for each membership row refused because it does not
+    verify (for the 403 and its audit entry)."""
     by_tenant: dict[object, tuple[Tenant, set[str]]] = {}
     rows = Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__name")
-    for membership in rows:
+    verified, refused = verified_memberships(rows)
+    for membership in verified:
         by_tenant.setdefault(membership.tenant_id, (membership.tenant, set()))[1].add(
             membership.role
         )
-    return [TenantChoice(tenant, frozenset(roles)) for tenant, roles in by_tenant.values()]
+    choices = [TenantChoice(tenant, frozenset(roles)) for tenant, roles in by_tenant.values()]
+    return choices, [
+        f"the {row.role} membership in {row.tenant.name} does not verify ({problem})"
+        for row, problem in refused
+    ]
 
 
 def _chosen(request: HttpRequest, choices: list[TenantChoice]) -> TenantChoice:
@@ -67,16 +80,23 @@ def tenant_member(*roles: str):
                 if request.htmx:
                     return HttpResponseClientRedirect(reverse("login"))
                 return redirect_to_login(request.get_full_path())
-            choices = memberships_of(request.user)
+            choices, refused = _memberships(request.user)
+            # A forged or altered membership row grants nothing; say so, so that the 403 and
+            # its audit entry (auth.denied) name the row an admin must re-add.
+            unverified = f" Refused: {'; '.join(refused)}." if refused else ""
             if not choices:
-                raise PermissionDenied("You are not a member of any tenant. Ask an admin.")
+                raise PermissionDenied(
+                    f"You are not a member of any tenant. Ask an admin.{unverified}"
+                )
             chosen = _chosen(request, choices)
             request.tenant = chosen.tenant
             request.roles = chosen.roles
             request.tenant_choices = choices
             if not chosen.roles & allowed:
                 needed = " or ".join(sorted(allowed))
-                raise PermissionDenied(f"This needs the {needed} role in {chosen.tenant.name}.")
+                raise PermissionDenied(
+                    f"This needs the {needed} role in {chosen.tenant.name}.{unverified}"
+                )
             return view(request, *args, **kwargs)
 
         return wrapped

@@ -8,3 +8,4 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from runs import checks  # noqa: F401  (registers the connectors system check)
+        from runs.record import signed_rows  # noqa: F401  (its tables, for verify_audit)

@@ -41,18 +41,19 @@ from datetime import timedelta
 
 import requests
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
 from django.db.models.functions import Now
 from django.urls import reverse
 
 from control.canonical import canonical_json
-from control.tenancy import APPROVER_ROLES
+from control.models import Membership
+from control.tenancy import APPROVER_ROLES, verified_memberships
 from control.web import compact_json
 from runs.decision_links import decision_link_url
 from runs.models import Action, OutboxMessage, ToolPolicy
 from runs.pages.lookalikes import lookalikes, quoted, shown
 from runs.record.outbox import NOTIFY_JOB
+from runs.record.signed_rows import POLICY_ROWS
 
 logger = logging.getLogger(__name__)
 
@@ -203,17 +204,24 @@ def _mails(action: Action, payload: dict) -> list[tuple[str, str, str, list[str]
 
 def approvers_with_email(tenant) -> list[tuple[int, str]]:
     """Everyone who may decide in the tenant and has an address, once each, by address."""
-    users = get_user_model().objects.filter(
-        memberships__tenant=tenant, memberships__role__in=APPROVER_ROLES, is_active=True
+    memberships = (
+        Membership.objects.filter(tenant=tenant, role__in=APPROVER_ROLES, user__is_active=True)
+        .exclude(user__email="")
+        .select_related("user")
     )
-    rows = users.exclude(email="").values_list("pk", "email").distinct()
-    return sorted(set(rows), key=lambda row: (row[1], row[0]))
+    # A membership that does not verify makes nobody an approver, nor a recipient.
+    verified, _ = verified_memberships(memberships)
+    rows = {(row.user_id, row.user.email) for row in verified}
+    return sorted(rows, key=lambda row: (row[1], row[0]))
 
 
 def escalation_contacts(action: Action) -> list[str]:
-    """The addresses the action's tool policy escalates to, as the policy says now."""
+    """The addresses the action's tool policy escalates to, as the policy says now; none
+    when the row does not verify (a forged row must not mail requests to its own contacts)."""
     policy = ToolPolicy.objects.filter(tenant_id=action.tenant_id, tool=action.tool).first()
-    return list(policy.escalation_contacts) if policy is not None else []
+    if policy is None or not POLICY_ROWS.verifies(policy):
+        return []
+    return list(policy.escalation_contacts)
 
 
 def notification_payload(action: Action, *, kind: str) -> dict:

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from control.models import Tenant
 from control.services import member_add, tenant_create
-from runs.models import Action, Observation, Plan, Run
+from runs.models import Action, Observation, Plan, Run, ToolPolicy
 from runs.services import (
     PlanItem,
     action_propose,
@@ -42,6 +42,20 @@ def make_user(tenant: Tenant, *roles: str, username: str | None = None):
             password="a-long-test-password",
         )
     return get_user_model().objects.get(username=username)
+
+
+def make_policy(tenant: Tenant, tool: str, **fields) -> ToolPolicy:
+    """A tenant's policy for `tool`, written (and signed) by the service; unnamed fields keep
+    the model's defaults. A row created around the service does not verify, so it would be
+    read as the strictest policy (runs.selectors.policy_for)."""
+    values = {
+        "needs_approval": True,
+        "four_eyes": False,
+        "required_approvals": 1,
+        "approval_seconds": 24 * 3600,
+    }
+    values.update(fields)
+    return tool_policy_set(tenant=tenant, tool=tool, actor="tests", **values)
 
 
 def make_run(tenant: Tenant, **fields) -> Run:

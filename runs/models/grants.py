@@ -10,10 +10,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from control.models import Tenant
+from control.models import SignedRow, Tenant
 
 
-class StandingGrant(models.Model):
+class StandingGrant(SignedRow):
+    """Signed with its approvers and use counters (runs.record.signed_rows): a rule
+    that does not verify approves nothing."""
+
     class Status(models.TextChoices):
         PROPOSED = "proposed"  # waiting for its approvers
         ACTIVE = "active"

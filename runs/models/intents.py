@@ -9,12 +9,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from control.models import Tenant
+from control.models import SignedRow, Tenant
 from runs.models.runs import Observation, Run
 
 
-class ToolPolicy(models.Model):
-    """A tenant's approval rules for one tool; absent rows fall back to the tool's defaults."""
+class ToolPolicy(SignedRow):
+    """A tenant's approval rules for one tool; absent rows fall back to the tool's defaults.
+    Signed (runs.record.signed_rows): a row that does not verify is read as the strictest
+    policy, never as "no approval needed"."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_policies")
     tool = models.CharField(max_length=64)

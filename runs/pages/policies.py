@@ -52,6 +52,7 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
         }
         form = ToolPolicyForm(initial=initial, auto_id=policy_field_id(tool))
         form.tool_name, form.slug, form.stored = tool, _slug(tool), policy is not None
+        form.unverified = policy.unverified if policy else ""
         forms.append(form)
     return forms
 

@@ -66,19 +66,24 @@ def observation_recorded(*, observation: Observation) -> Recorded:
     }
 
 
-def action_proposed(*, run: Run, action: Action) -> Recorded:
-    """`run` as it stands before the event: its pending work gains the new intent."""
+def action_proposed(*, run: Run, action: Action, unverified_policy: str = "") -> Recorded:
+    """`run` as it stands before the event: its pending work gains the new intent.
+    `unverified_policy`: why the tool's policy row did not verify, when it did not (the
+    intent then waits under the strictest policy, and verify_run names it)."""
     supersedes = action.supersedes
+    payload = {
+        "action_id": action.action_id,
+        "tool": action.tool,
+        "target": action.target,
+        "intent_digest": action.intent_digest,
+        "idempotency_key": action.idempotency_key,
+        "supersedes": supersedes.action_id if supersedes is not None else None,
+    }
+    if unverified_policy:
+        payload["unverified_policy"] = unverified_policy
     return {
         "type": "action.proposed",
-        "payload": {
-            "action_id": action.action_id,
-            "tool": action.tool,
-            "target": action.target,
-            "intent_digest": action.intent_digest,
-            "idempotency_key": action.idempotency_key,
-            "supersedes": supersedes.action_id if supersedes is not None else None,
-        },
+        "payload": payload,
         "changes": {
             # An intent that needs no approval goes straight to a worker.
             "phase": Phase.WAITING_APPROVAL if action.needs_approval else Phase.EXECUTING,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from runs.exceptions import CheckpointError
-from runs.models import Run
+from runs.models import Approval, Run, StandingGrant, ToolPolicy
 from runs.record.binding import intent_differences
 from runs.record.carry import PLAN_ENTRY_FIELDS, plan_chain, plan_entry
 from runs.record.checkpoints import latest_verified
 from runs.record.completed import completed_verify
 from runs.record.events import replay, run_state, verify_chain
+from runs.record.signed_rows import POLICY_ROWS, RULE_ROWS
 
 
 def events_verify(run: Run) -> list[str]:
@@ -26,9 +27,10 @@ def events_verify(run: Run) -> list[str]:
 
 
 def run_verify(run: Run) -> list[str]:
-    """Problems found; empty when the events verify and the latest checkpoint verifies
-    against the run and its pending rows."""
-    problems = events_verify(run)
+    """Problems found; empty when the events verify, the latest checkpoint verifies
+    against the run and its pending rows, and every policy and rule its intents were
+    decided under verifies."""
+    problems = [*events_verify(run), *decided_under_unverified(run)]
     try:
         _, state = latest_verified(run)
     except CheckpointError as error:
@@ -76,3 +78,38 @@ def _plan_rows_differ(run: Run, open_plan: dict | None) -> list[str]:
             f"{open_plan['items']} the checkpoint signed"
         ]
     return []
+
+
+def decided_under_unverified(run: Run) -> list[str]:
+    """The run's intents decided under a tool policy or standing rule whose row did not
+    verify when they were proposed (recorded in their event), or does not verify now."""
+    problems = []
+    proposals = run.events.filter(type__in=["action.proposed", "plan.proposed"]).order_by("seq")
+    for event in proposals:
+        payload = event.payload
+        if payload.get("unverified_policy"):
+            problems.append(
+                f"event #{event.seq}: {payload.get('action_id')} was proposed while the "
+                f"{payload.get('tool')} policy did not verify ({payload['unverified_policy']}); "
+                "it was held for approval under the strictest policy"
+            )
+        for tool, problem in sorted((payload.get("unverified_policies") or {}).items()):
+            problems.append(
+                f"event #{event.seq}: plan {payload.get('plan')} was proposed while the "
+                f"{tool} policy did not verify ({problem})"
+            )
+    tools = set(run.actions.values_list("tool", flat=True))
+    for policy in ToolPolicy.objects.filter(tenant_id=run.tenant_id, tool__in=tools):
+        problem = POLICY_ROWS.problem(policy)
+        if problem:
+            problems.append(f"the {policy.tool} policy this run's intents follow: {problem}")
+    rule_ids = Approval.objects.filter(action__run=run, rule__isnull=False).values("rule_id")
+    rules = StandingGrant.objects.filter(pk__in=rule_ids).prefetch_related("approvals")
+    for rule in rules.order_by("created_at", "pk"):
+        problem = RULE_ROWS.problem(rule)
+        if problem:
+            problems.append(
+                f"standing rule {rule.name!r} ({rule.pk}), which approved intents of this run, "
+                f"does not verify: {problem}"
+            )
+    return problems

@@ -26,6 +26,7 @@ from runs.selectors.core import (
     run_effects_report,
     runs_newest_first,
     tool_catalog,
+    verified_policies,
 )
 from runs.selectors.duplicates import Duplicate, duplicate_intents
 from runs.selectors.gateway import REPEATABLE_STATUSES, agent_write, idle_mcp_runs
@@ -127,4 +128,5 @@ __all__ = [
     "standing_rules",
     "tool_catalog",
     "tool_policies",
+    "verified_policies",
 ]

@@ -20,6 +20,7 @@ from runs.models import (
     Run,
     ToolPolicy,
 )
+from runs.record.signed_rows import POLICY_ROWS
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import all_tools, get_tool
 
@@ -56,12 +57,31 @@ class Policy:
     required_approvals: int
     approval_seconds: int
     standing_grants_allowed: bool = True
+    # Why the tenant's policy row was not trusted (control.row_signing), or "" when it was.
+    problem: str = ""
 
 
 def policy_for(*, tenant: Tenant, tool: str) -> Policy:
-    """The tenant's rule for a tool, or the tool's own default when none is set."""
+    """The tenant's rule for a tool, or the tool's own default when none is set.
+
+    A row that does not verify (written around the services, or altered) is read as the
+    strictest policy it could be: a person must approve, never the proposer alone, with at
+    least the approvals and at most the time the row names, and no standing rule may stand
+    in. Its `problem` says why, for the proposal's event and audit entry."""
     row = ToolPolicy.objects.filter(tenant=tenant, tool=tool).first()
     if row is not None:
+        problem = POLICY_ROWS.problem(row)
+        if problem:
+            return Policy(
+                needs_approval=True,
+                four_eyes=True,
+                required_approvals=max(row.required_approvals, 1),
+                approval_seconds=max(
+                    min(row.approval_seconds, settings.COUNTERSIGN_APPROVAL_SECONDS), 1
+                ),
+                standing_grants_allowed=False,
+                problem=problem,
+            )
         return Policy(
             row.needs_approval,
             row.four_eyes,
@@ -69,6 +89,8 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
             row.approval_seconds,
             row.standing_grants_allowed,
         )
+    # No row: the tool's definition decides, from the connector file, which no database
+    # writer can change.
     try:
         needs_approval = get_tool(tool).needs_approval
     except UnsupportedTool:
@@ -79,6 +101,12 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
         required_approvals=1,
         approval_seconds=settings.COUNTERSIGN_APPROVAL_SECONDS,
     )
+
+
+def verified_policies(queryset: QuerySet[ToolPolicy]) -> list[ToolPolicy]:
+    """The policy rows of `queryset` that verify: what escalation and link-only decisions
+    may act on (a forged row must not mail its own contacts nor let a link decide)."""
+    return [row for row in queryset if POLICY_ROWS.verifies(row)]
 
 
 def run_effects_report(run: Run) -> dict:
@@ -211,8 +239,12 @@ def open_write(run: Run) -> Action | None:
 
 
 def approval_overrides(*, tenant: Tenant) -> dict[str, bool]:
-    """needs_approval per tool where the tenant set a policy (the tool's default elsewhere)."""
-    return dict(ToolPolicy.objects.filter(tenant=tenant).values_list("tool", "needs_approval"))
+    """needs_approval per tool where the tenant set a policy (the tool's default elsewhere);
+    a row that does not verify needs approval, as policy_for reads it."""
+    return {
+        row.tool: row.needs_approval or bool(POLICY_ROWS.problem(row))
+        for row in ToolPolicy.objects.filter(tenant=tenant)
+    }
 
 
 def tool_catalog(*, tenant: Tenant) -> list[dict[str, Any]]:

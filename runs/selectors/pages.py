@@ -26,6 +26,7 @@ from runs.models import (
     ToolPolicy,
 )
 from runs.patterns import refusal_of
+from runs.record.signed_rows import POLICY_ROWS, RULE_ROWS
 
 # Each page is one keyset page of at most PAGE_SIZE rows plus a fixed number of prefetches,
 # so a page costs the same number of queries with 5 rows or 500.
@@ -305,8 +306,14 @@ def standing_rules(*, tenant: Tenant) -> list[StandingGrant]:
             if "pattern" in bound:
                 named[f"arg_bounds.{name}.pattern"] = bound["pattern"]
         rule.pattern_refusal = refusal_of(named)
+        rule.unverified = RULE_ROWS.problem(rule)  # the page says which approve nothing
     return rules
 
 
 def tool_policies(*, tenant: Tenant) -> dict[str, ToolPolicy]:
-    return {policy.tool: policy for policy in ToolPolicy.objects.filter(tenant=tenant)}
+    """The tenant's policy rows by tool, each with `unverified`: why its MAC does not verify
+    (the page tells the admin to save it again), or ""."""
+    policies = {policy.tool: policy for policy in ToolPolicy.objects.filter(tenant=tenant)}
+    for policy in policies.values():
+        policy.unverified = POLICY_ROWS.problem(policy)
+    return policies

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models.functions import Now
 
+from control.audit import audit_record
 from runs.exceptions import (
     InvalidTransition,
     StaleState,
@@ -33,6 +34,23 @@ def notify_approvers(run: Run, action: Action, *, kind: str) -> OutboxMessage:
         job=NOTIFY_JOB,
         action=action,
         payload={"action": str(action.pk), "kind": kind},
+    )
+
+
+def policy_distrusted(run: Run, action: Action, *, tool: str, problem: str) -> None:
+    """Audits that `action` was frozen while its tool's policy row did not verify
+    (runs.selectors.policy_for read it as the strictest policy): the row needs an admin."""
+    audit_record(
+        actor="countersign",
+        verb="tool_policy.unverified",
+        tenant=run.tenant,
+        object_type="tool_policy",
+        object_id=tool,
+        reason=(
+            f"the {tool} policy row does not verify ({problem}): {action.action_id} waits "
+            "for approval under the strictest policy; save the policy again on /policies/"
+        ),
+        data={"run": str(run.pk), "action": str(action.pk), "problem": problem},
     )
 
 

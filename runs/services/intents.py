@@ -40,6 +40,7 @@ from runs.services.common import (
     action_set_status,
     notify_approvers,
     outbox_write,
+    policy_distrusted,
     require_phase,
 )
 from runs.services.definitions import tool_definition_confirm
@@ -218,7 +219,14 @@ def _action_freeze(
         next_attempt_at=None if policy.needs_approval else now,
     )
     authored([action.pk])
-    append_event(run, actor=proposed_by, action=action, **action_proposed(run=run, action=action))
+    append_event(
+        run,
+        actor=proposed_by,
+        action=action,
+        **action_proposed(run=run, action=action, unverified_policy=policy.problem),
+    )
+    if policy.problem:
+        policy_distrusted(run, action, tool=tool, problem=policy.problem)
     if not policy.needs_approval:
         outbox_write(run, job=EXECUTE_JOB, action=action)
     elif (

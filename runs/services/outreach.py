@@ -13,6 +13,8 @@ from runs import notifications
 from runs.decision_links import LinkClaims
 from runs.exceptions import GrantMismatch, LinkUsed, NotAllowed
 from runs.models import Action, DecisionLinkUse, Escalation, Plan, ToolPolicy
+from runs.record.signed_rows import POLICY_ROWS
+from runs.selectors import verified_policies
 from runs.services.approvals import approval_decide
 from runs.services.common import notify_approvers
 from runs.services.plans import plan_decide
@@ -28,6 +30,8 @@ def approval_escalate(*, action: Action) -> bool:
     policy = ToolPolicy.objects.filter(tenant_id=action.tenant_id, tool=action.tool).first()
     if policy is None or policy.escalation_seconds is None or not policy.escalation_contacts:
         return False
+    if not POLICY_ROWS.verifies(policy):
+        return False  # a forged row's contacts hear nothing; the request still expires
     now = db_now()
     if action.created_at + timedelta(seconds=policy.escalation_seconds) > now:
         return False
@@ -56,7 +60,8 @@ def link_only_allowed(action: Action, plan: Plan | None = None) -> bool:
     allowed = ToolPolicy.objects.filter(
         tenant_id=action.tenant_id, tool__in=tools, link_only_decisions=True
     )
-    return allowed.count() == len(tools)
+    # Only a signed policy may waive the session: a forged row asks for one.
+    return len(verified_policies(allowed)) == len(tools)
 
 
 def _link_use(claims: LinkClaims, action: Action, approver, decision: str, logged_in: bool):

@@ -44,7 +44,7 @@ from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.selectors import policy_for
 from runs.services.approvals import run_unchanged_since_proposal
-from runs.services.common import notify_approvers, outbox_write, require_phase
+from runs.services.common import notify_approvers, outbox_write, policy_distrusted, require_phase
 from runs.services.intents import intent_frozen
 from runs.services.plan_summaries import plan_summary_of
 from runs.services.runs import checkpoint_or_stop, run_enforce_limits
@@ -114,7 +114,10 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
     require_phase(run, {Phase.RUNNING}, "propose a plan")
     if observation.run_id != run.pk:
         raise InvalidArguments("the observation belongs to another run")
-    policies = [policy_for(tenant=run.tenant, tool=t) for t in {e[0].tool for e in frozen}]
+    tools = sorted({entry[0].tool for entry in frozen})
+    by_tool = {tool: policy_for(tenant=run.tenant, tool=tool) for tool in tools}
+    policies = list(by_tool.values())
+    distrusted = {tool: policy.problem for tool, policy in by_tool.items() if policy.problem}
     now = db_now()
     plan = Plan.objects.create(
         tenant_id=run.tenant_id,
@@ -163,12 +166,17 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
     )
     authored([plan.pk])
     ids = [item.action_id for item in items]
+    payload = {"plan": str(plan.pk), "digest": digest, "size": len(items), "action_ids": ids}
+    if distrusted:
+        payload["unverified_policies"] = distrusted
+    for tool, problem in distrusted.items():
+        policy_distrusted(run, items[0], tool=tool, problem=problem)
     append_event(
         run,
         type="plan.proposed",
         actor=proposed_by,
         action=items[0],
-        payload={"plan": str(plan.pk), "digest": digest, "size": len(items), "action_ids": ids},
+        payload=payload,
         changes={
             "phase": Phase.WAITING_APPROVAL,
             "pending_work": [*ids, *(w for w in run.pending_work if w not in set(ids))],

@@ -14,6 +14,7 @@ from runs.exceptions import (
 from runs.models import (
     ToolPolicy,
 )
+from runs.record.signed_rows import POLICY_ROWS
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
@@ -61,6 +62,9 @@ def tool_policy_set(
         "link_only_decisions": link_only_decisions,
     }
     policy, _ = ToolPolicy.objects.update_or_create(tenant=tenant, tool=tool, defaults=values)
+    # Only rows signed here decide (runs.selectors.policy_for); saving a policy again is also
+    # how an admin replaces a row that no longer verifies.
+    POLICY_ROWS.seal(policy)
     audit_record(
         actor=actor,
         verb="tool_policy.set",

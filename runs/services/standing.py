@@ -22,6 +22,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Prefetch
 from django.db.models.functions import Now
 
 from control.audit import audit_record
@@ -35,6 +36,7 @@ from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_approved
+from runs.record.signed_rows import RULE_ROWS
 from runs.selectors import policy_for
 from runs.services.common import action_set_status, outbox_write
 from runs.tools import errors as tool_errors
@@ -94,6 +96,7 @@ def standing_grant_propose(
         four_eyes=policy.four_eyes,
         created_by=proposer,
     )
+    RULE_ROWS.seal(rule)
     _audit(rule, proposer, "standing_grant.propose")
     if not rule.four_eyes:
         _approve(rule, proposer)
@@ -105,6 +108,13 @@ def standing_grant_approve(*, rule: StandingGrant, approver) -> StandingGrant:
     rule = StandingGrant.objects.select_for_update().get(pk=rule.pk)
     if rule.status != Rule.PROPOSED:
         raise InvalidTransition(f"the rule is {rule.status}, not waiting for approval")
+    problem = RULE_ROWS.problem(rule)
+    if problem:
+        # Approving would sign it: a row written around the services is never vouched for.
+        raise NotAllowed(
+            f"the rule {rule.name!r} does not verify ({problem}): it was not written by "
+            "Countersign; revoke it and propose it again"
+        )
     if not has_any_role(approver, rule.tenant, APPROVER_ROLES):
         raise NotAllowed("only an operator of this tenant may approve a standing rule")
     if rule.four_eyes and approver.pk == rule.created_by_id:
@@ -128,6 +138,7 @@ def standing_grant_revoke(*, rule: StandingGrant, actor, reason: str) -> Standin
     rule.status = Rule.REVOKED
     rule.revoked_by, rule.revoked_at, rule.revoke_reason = actor, db_now(), reason.strip()
     rule.save(update_fields=["status", "revoked_by", "revoked_at", "revoke_reason"])
+    RULE_ROWS.seal(rule)  # a revoked rule admits nothing, verified or not
     _audit(rule, actor, "standing_grant.revoke", reason=reason)
     return rule
 
@@ -170,7 +181,8 @@ def standing_grant_apply(
     matched it (standing_rules_matching) that still admits it now, counting the use; None
     when none does (a person decides). Only those rules are locked, and under the lock only
     cheap checks run: the rule is still active and unexpired, reads as it was matched, and
-    its limits and approvers allow one more use."""
+    its limits and approvers allow one more use. A rule whose row does not verify (its
+    limits, approvers or counters written around these services) admits nothing."""
     if not action.needs_approval or not allowed or not matches:
         return None
     now = db_now()
@@ -178,13 +190,18 @@ def standing_grant_apply(
     rules = (
         StandingGrant.objects.select_for_update()
         .filter(pk__in=list(matched), status=Rule.ACTIVE, expires_at__gt=now)
+        .prefetch_related(
+            Prefetch("approvals", queryset=StandingGrantApproval.objects.select_related("approver"))
+        )
         .order_by("created_at", "pk")
     )
     for rule in rules:
         seen = matched[rule.pk]
         if (rule.target_pattern, rule.arg_bounds) != (seen.target_pattern, seen.arg_bounds):
             continue
-        approvers = [a.approver for a in rule.approvals.select_related("approver")]
+        if not RULE_ROWS.verifies(rule):
+            continue
+        approvers = [a.approver for a in rule.approvals.all()]
         amount = _admits(rule, action, approvers, now)
         if amount is not None:
             _grant(run, action, rule, approvers, amount, now)
@@ -252,6 +269,7 @@ def _grant(run, action, rule: StandingGrant, approvers: list, amount: Decimal, n
     rule.amount_used += amount
     rule.last_used_at = now
     rule.save(update_fields=["uses", "amount_used", "last_used_at"])
+    RULE_ROWS.seal(rule)
     action_set_status(
         action,
         expected={Action.Status.WAITING_APPROVAL},
@@ -281,6 +299,7 @@ def _approve(rule: StandingGrant, approver) -> None:
     if rule.approvals.count() >= rule.required_approvals:
         rule.status = Rule.ACTIVE
         rule.save(update_fields=["status"])
+    RULE_ROWS.seal(rule)
     _audit(rule, approver, "standing_grant.approve")
 
 

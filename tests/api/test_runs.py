@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runs.models import Run, RunEvent, ToolPolicy
+from runs.models import Run, RunEvent
 from tests.api.conftest import assert_problem
-from tests.factories import make_run, make_tenant
+from tests.factories import make_policy, make_run, make_tenant
 
 pytestmark = pytest.mark.django_db
 
@@ -118,7 +118,7 @@ def test_an_unknown_run_is_a_404_problem(api, run_id):
 
 
 def test_tools_list_names_versions_approval_and_argument_schemas(api):
-    ToolPolicy.objects.create(tenant=api.tenant, tool="notify.send", needs_approval=False)
+    make_policy(api.tenant, "notify.send", needs_approval=False)
     answer = api.get("/tools")
     assert answer.status == 200
     tools = {tool["name"]: tool for tool in answer.body}

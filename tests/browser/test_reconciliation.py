@@ -10,10 +10,10 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from reconciliation.models import ReconciliationCase
-from runs.models import Action, ToolPolicy
+from runs.models import Action
 from sandbox.models import Effect
 from tests.browser.conftest import PASSWORD, screenshot
-from tests.factories import make_tenant, make_user
+from tests.factories import make_policy, make_tenant, make_user
 from tests.reconciliation.test_cases import approved, make_uncertain, probe_until_settled
 from tests.reconciliation.test_views import OTHER_DIGEST, UNREACHABLE_SANDBOX
 
@@ -238,7 +238,7 @@ def test_abandon_stops_the_run_and_the_run_page_shows_it_failed(page, sandbox):
 
 def test_with_four_eyes_another_reconciler_confirms_the_proposal(page, sandbox):
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", four_eyes=True)
+    make_policy(tenant, "notify.send", four_eyes=True)
     make_user(tenant, "reconciler", username="rita")
     make_user(tenant, "reconciler", username="remy")
     action = lost_notification(tenant)

@@ -23,11 +23,11 @@ from langgraph.types import Command
 
 from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
-from runs.models import Action, Observation, ToolPolicy
+from runs.models import Action, Observation
 from runs.services import lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, expire, make_user, reject
+from tests.factories import approve, expire, make_policy, make_user, reject
 from tests.processes import wait_until
 from tests.sandbox.support import set_fault
 
@@ -220,7 +220,7 @@ def test_a_rejection_reaches_the_model_with_the_operators_reason(cs, tenant, san
 
 
 def test_an_expired_request_reaches_the_model_as_never_approved(cs, tenant, sandbox):
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    make_policy(tenant, "ticket.close", approval_seconds=1)
     run = cs.create_run("close ticket-8")
     agent = make_agent(cs, run["id"], close("ticket-8"))
     paused_on(agent.invoke({"messages": [("user", "close ticket-8")]}, THREAD))

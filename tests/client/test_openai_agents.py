@@ -22,11 +22,11 @@ from openai.types.responses import (
 
 from reconciliation.models import ReconciliationCase
 from runs.execution.worker import process_action
-from runs.models import Action, ToolPolicy
+from runs.models import Action
 from runs.services import lease_claim
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, expire, make_user, reject
+from tests.factories import approve, expire, make_policy, make_user, reject
 from tests.sandbox.support import set_fault
 
 from countersign_client import Countersign  # isort: skip
@@ -254,7 +254,7 @@ def test_a_rejection_rejects_exactly_that_call_and_the_model_reads_the_reason(cs
 
 @LIVE
 def test_an_expired_request_rejects_that_call_and_the_model_reads_why(cs, tenant, sandbox):
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    make_policy(tenant, "ticket.close", approval_seconds=1)
     run = cs.create_run("close ticket-35")
     gate = CountersignGate(cs, run_id=run["id"])
     model = ScriptedModel({"call_35": {"ticket_id": "ticket-35", "resolution": "fixed"}})

@@ -12,13 +12,13 @@ from django.core.management import call_command
 
 from control.clock import db_now
 from reconciliation.models import ReconciliationCase
-from runs.models import Action, Run, ToolPolicy
+from runs.models import Action, Run
 from runs.models import Observation as SeenRecord
 from runs.models import Plan as PlanRecord
 from runs.services import action_edit_and_approve, plan_decide
 from sandbox.models import Effect
 from tests.client.conftest import CLIENT_DIR, LIVE
-from tests.factories import approve, make_user, reject
+from tests.factories import approve, make_policy, make_user, reject
 from tests.processes import wait_until
 from tests.sandbox.support import set_fault
 
@@ -119,7 +119,7 @@ def test_a_rejection_raises_rejected_with_the_operators_reason(cs, tenant, agent
 
 
 def test_an_unanswered_request_raises_expired_after_the_sweep(cs, tenant, agent, redis_queue):
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    make_policy(tenant, "ticket.close", approval_seconds=1)
     run = cs.create_run("close ticket-9")
     running = agent.submit(_close_ticket(cs, run["id"]), "ticket-9")
     action = _waiting_action()

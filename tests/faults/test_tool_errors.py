@@ -7,9 +7,9 @@ import requests
 from django.core.management import call_command
 
 from runs.execution import recovery
-from runs.models import Action, ToolPolicy
+from runs.models import Action
 from sandbox.models import Effect
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
@@ -135,7 +135,7 @@ def test_a_key_the_external_system_holds_for_another_intent_is_a_conflict(worker
 
 def test_a_business_rejection_is_not_retried(workers, sandbox):
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="payment.refund", needs_approval=False)
+    make_policy(tenant, "payment.refund", needs_approval=False)
     charge = requests.post(
         sandbox + "payments/charges",
         headers={"Idempotency-Key": "outside-charge"},

@@ -10,9 +10,9 @@ import jsonschema
 from control.services import api_token_create
 from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller
-from runs.models import Action, McpSession, Observation, Run, ToolPolicy
+from runs.models import Action, McpSession, Observation, Run
 from tests.api.support import execute_with_receipt, make_uncertain_with_case
-from tests.factories import approve, expire, make_tenant, make_user, reject
+from tests.factories import approve, expire, make_policy, make_tenant, make_user, reject
 from tests.gateway.conftest import BASE_URL, call, over_mcp
 
 
@@ -140,7 +140,7 @@ def test_countersign_wait_returns_each_outcome(caller, counted_write):
     execute_with_receipt(executed, receipt_id="rcpt-2")
     assert wait(executed)["receipt"]["receipt_id"] == "rcpt-2"
 
-    ToolPolicy.objects.create(tenant=tenant, tool="counted.write", approval_seconds=1)
+    make_policy(tenant, "counted.write", approval_seconds=1)
     lapsed = propose("deploy-4")
     expire(lapsed)
     assert wait(lapsed)["status"] == "expired"

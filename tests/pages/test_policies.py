@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from control.models import AuditEntry
 from runs.models import ToolPolicy
-from tests.factories import make_user
+from tests.factories import make_policy, make_user
 from tests.pages.conftest import client_for, flashed, make_waiting
 
 pytestmark = pytest.mark.django_db
@@ -128,3 +128,17 @@ def test_an_escalation_needs_both_a_time_and_a_contact(client, tenant, changes, 
     assert response.status_code == 422
     assert message in response.content.decode()
     assert not ToolPolicy.objects.filter(tenant=tenant).exists()
+
+
+def test_a_policy_row_that_does_not_verify_is_flagged_until_an_admin_saves_it(client, tenant):
+    client_for(client, make_user(tenant, "admin"))
+    make_policy(tenant, "ticket.close", needs_approval=True)
+    ToolPolicy.objects.filter(tenant=tenant).update(needs_approval=False)  # around the service
+
+    page = client.get(reverse("tool_policies")).content.decode()
+    assert "Does not verify (bad_mac)" in page
+    assert make_waiting(tenant).needs_approval is True
+
+    saved = {"tool": "ticket.close", "required_approvals": "1", "approval_minutes": "15"}
+    assert client.post(reverse("tool_policies"), saved).status_code == 302
+    assert "Does not verify" not in client.get(reverse("tool_policies")).content.decode()

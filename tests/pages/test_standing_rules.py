@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from control.models import AuditEntry
-from runs.models import StandingGrant, ToolPolicy
+from runs.models import StandingGrant
 from tests.api.support import execute_with_receipt
-from tests.factories import make_action, make_run, make_user
+from tests.factories import make_action, make_policy, make_run, make_user
 from tests.pages.conftest import client_for, flashed
 
 pytestmark = pytest.mark.django_db
@@ -84,7 +84,7 @@ def test_a_rule_with_bad_limits_is_refused_with_the_reason_and_nothing_saved(cli
 
 
 def test_four_eyes_a_second_admin_activates_the_rule_and_a_revocation_stops_it(client, tenant):
-    ToolPolicy.objects.create(tenant=tenant, tool="payment.refund", four_eyes=True)
+    make_policy(tenant, "payment.refund", four_eyes=True)
     proposer = make_user(tenant, "admin", username="ada")
     second = make_user(tenant, "admin", username="bo")
     client_for(client, proposer)

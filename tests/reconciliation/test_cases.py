@@ -10,12 +10,13 @@ from reconciliation.models import ReconciliationCase
 from reconciliation.probes import case_probe
 from reconciliation.services import PROBE_DELAYS, case_open, case_resolve
 from runs.execution import protocol, recovery
-from runs.models import Action, ToolPolicy
+from runs.models import Action
 from runs.services import lease_claim, lease_release, run_cancel
 from sandbox.models import Effect
 from tests.factories import (
     approve,
     make_action,
+    make_policy,
     make_run,
     make_tenant,
     make_user,
@@ -205,7 +206,7 @@ def test_only_reconcilers_of_the_tenant_resolve(open_case):
 
 def test_four_eyes_needs_a_second_reconciler_to_confirm_the_same_resolution(sandbox):
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", four_eyes=True)
+    make_policy(tenant, "notify.send", four_eyes=True)
     action = approved(tenant, tool="notify.send", target="cy@example.com", args={"body": "Hello"})
     case = probe_until_settled(make_uncertain(action))
     first, second = make_user(tenant, "reconciler"), make_user(tenant, "reconciler")

@@ -14,9 +14,9 @@ from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import ATTEMPTS_SHOWN, PAGE_SIZE
 from reconciliation.services import case_resolve
 from runs.execution import protocol
-from runs.models import Action, Run, ToolPolicy
+from runs.models import Action, Run
 from runs.services import lease_claim, lease_release
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.pages.conftest import client_for
 from tests.reconciliation.test_cases import make_uncertain, probe_until_settled
 from tests.reconciliation.test_views import UNREACHABLE_SANDBOX, settle_with_receipt
@@ -38,7 +38,7 @@ def sandbox_down(settings):
 @pytest.fixture
 def tenant():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", four_eyes=True)
+    make_policy(tenant, "ticket.close", four_eyes=True)
     return tenant
 
 

@@ -17,10 +17,10 @@ from reconciliation import selectors
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_open, case_resolve
 from runs.execution import protocol, recovery
-from runs.models import Action, ToolPolicy
+from runs.models import Action
 from runs.services import lease_claim, lease_release
 from runs.tools.calls import ToolReceipt
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.pages.conftest import HTMX, client_for, flashed
 from tests.reconciliation.test_cases import (
     approved,
@@ -159,7 +159,7 @@ def test_cases_still_probed_show_apart_as_being_probed_automatically(reconciler_
 
 
 def test_the_queue_filters_by_tool_reason_and_status_and_counts_each(reconciler_client, tenant):
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", four_eyes=True)
+    make_policy(tenant, "ticket.close", four_eyes=True)
     notify = open_case(tenant)
     timed_out = timed_out_case(
         tenant, tool="notify.send", target="bo@example.com", args={"body": "Hi"}
@@ -676,7 +676,7 @@ def test_a_resolution_of_a_case_resolved_meanwhile_is_refused(reconciler_client,
 
 
 def test_with_four_eyes_a_second_reconciler_confirms_the_proposed_resolution(client, tenant):
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", four_eyes=True)
+    make_policy(tenant, "notify.send", four_eyes=True)
     case = open_case(tenant)
     first = make_user(tenant, "reconciler", username="first")
     second = make_user(tenant, "admin", username="second")
@@ -714,7 +714,7 @@ def test_with_four_eyes_a_second_reconciler_confirms_the_proposed_resolution(cli
 
 
 def test_the_proposer_cannot_confirm_their_own_resolution(client, tenant):
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", four_eyes=True)
+    make_policy(tenant, "notify.send", four_eyes=True)
     case = open_case(tenant)
     client_for(client, make_user(tenant, "reconciler"))
     client.post(resolve_url(case), {"resolution": "abandon", "note": "stop"})

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from control.models import Membership
 from runs.exceptions import GrantMismatch
-from runs.models import Action, Approval, ToolPolicy
+from runs.models import Action, Approval
 from runs.record.events import append_event
 from runs.services import grant_check
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +77,7 @@ def test_fewer_grants_than_the_policy_asked_for_refuse(approved_action):
 
 def test_four_eyes_refuses_a_grant_by_the_proposer():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", four_eyes=True)
+    make_policy(tenant, "ticket.close", four_eyes=True)
     proposer, other = make_user(tenant, "operator"), make_user(tenant, "operator")
     action = make_action(make_run(tenant), proposed_by_user=proposer)
     approve(action, other)

@@ -12,7 +12,7 @@ from control.canonical import canonical_json, content_hash
 from reconciliation.services import case_resolve
 from runs.exceptions import GrantMismatch, IntentConflict, InvalidArguments, InvalidTransition
 from runs.execution.sweep import ONE_PER_REQUEST
-from runs.models import Action, Approval, OutboxMessage, Plan, ToolPolicy
+from runs.models import Action, Approval, OutboxMessage, Plan
 from runs.record.outbox import NOTIFY_JOB
 from runs.record.verification import run_verify
 from runs.selectors import ready_actions
@@ -26,7 +26,14 @@ from runs.services import (
     plan_revise,
 )
 from tests.api.support import execute_with_receipt, make_uncertain_with_case
-from tests.factories import make_action, make_observation, make_run, make_tenant, make_user
+from tests.factories import (
+    make_action,
+    make_observation,
+    make_policy,
+    make_run,
+    make_tenant,
+    make_user,
+)
 from tests.reconciliation.test_cases import probe_until_settled
 
 pytestmark = pytest.mark.django_db
@@ -207,7 +214,7 @@ def test_a_rejection_or_an_expiry_ends_every_item_and_n_of_m_counts_people():
     rejected.run.refresh_from_db()
     assert rejected.run.phase == "running"
 
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", required_approvals=2)
+    make_policy(tenant, "notify.send", required_approvals=2)
     plan = proposed(tenant)
     decide(plan, first_person)
     assert {a.status for a in items(plan)} == {"waiting_approval"}
@@ -223,7 +230,7 @@ def test_a_rejection_or_an_expiry_ends_every_item_and_n_of_m_counts_people():
     assert {a.status for a in items(plan)} == {"approved"}
     grant_check(items(plan)[0])
 
-    ToolPolicy.objects.filter(tenant=tenant).update(required_approvals=1, approval_seconds=1)
+    make_policy(tenant, "notify.send", required_approvals=1, approval_seconds=1)
     lapsing = proposed(tenant)
     time.sleep(1.1)
     assert plan_expire(plan=lapsing)
@@ -272,7 +279,7 @@ def test_dropping_intents_makes_a_new_version_with_a_new_digest_that_is_decided_
 
 def test_a_revision_is_refused_after_a_decision_began_or_when_it_would_drop_everything():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="notify.send", required_approvals=2)
+    make_policy(tenant, "notify.send", required_approvals=2)
     operator = make_user(tenant, "operator")
     plan = proposed(tenant, 2)
     everything = [str(a.pk) for a in items(plan)]

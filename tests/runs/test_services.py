@@ -17,7 +17,7 @@ from runs.exceptions import (
     MissingEvidence,
     NotAllowed,
 )
-from runs.models import Action, Approval, OutboxMessage, Run, ToolPolicy
+from runs.models import Action, Approval, OutboxMessage, Run
 from runs.services import (
     action_ask_again,
     action_edit_and_approve,
@@ -32,6 +32,7 @@ from tests.factories import (
     approve,
     make_action,
     make_observation,
+    make_policy,
     make_run,
     make_tenant,
     make_user,
@@ -219,7 +220,7 @@ def test_a_run_holds_one_pending_action_at_a_time():
 
 def test_a_tool_whose_policy_needs_no_approval_goes_straight_to_execution():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", needs_approval=False)
+    make_policy(tenant, "ticket.close", needs_approval=False)
     run = make_run(tenant)
     action = make_action(run)
     run.refresh_from_db()
@@ -293,7 +294,7 @@ def test_approval_refuses_what_the_approver_did_not_see():
 
 def test_an_expired_request_cannot_be_approved_and_is_marked_expired():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    make_policy(tenant, "ticket.close", approval_seconds=1)
     action = make_action(make_run(tenant))
     time.sleep(1.1)
     with pytest.raises(GrantMismatch) as error:
@@ -307,7 +308,7 @@ def test_an_expired_request_cannot_be_approved_and_is_marked_expired():
 
 def test_four_eyes_keeps_the_proposer_from_approving_their_own_intent():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", four_eyes=True)
+    make_policy(tenant, "ticket.close", four_eyes=True)
     proposer = make_user(tenant, "operator")
     action = make_action(make_run(tenant), proposed_by_user=proposer)
     with pytest.raises(NotAllowed, match="four eyes"):
@@ -318,7 +319,7 @@ def test_four_eyes_keeps_the_proposer_from_approving_their_own_intent():
 
 def test_n_approvals_need_n_distinct_people():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", required_approvals=2)
+    make_policy(tenant, "ticket.close", required_approvals=2)
     first = make_user(tenant, "operator")
     action = make_action(make_run(tenant))
     approve(action, first)
@@ -417,7 +418,7 @@ def test_an_edit_that_changes_nothing_is_refused_and_leaves_the_intent_waiting()
 
 def test_asking_again_re_proposes_an_expired_request_under_a_new_key():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    make_policy(tenant, "ticket.close", approval_seconds=1)
     operator = make_user(tenant, "operator")
     action = make_action(make_run(tenant))
     time.sleep(1.1)

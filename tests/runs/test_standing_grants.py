@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from control.models import AuditEntry
 from runs.exceptions import InvalidArguments, InvalidTransition, NotAllowed
-from runs.models import Action, OutboxMessage, RunEvent, StandingGrant, ToolPolicy
+from runs.models import Action, OutboxMessage, RunEvent, StandingGrant
 from runs.record.outbox import NOTIFY_JOB
 from runs.services import (
     grant_check,
@@ -25,7 +25,7 @@ from runs.services import (
     standing_grant_revoke,
 )
 from tests.api.support import execute_with_receipt
-from tests.factories import make_action, make_run, make_tenant, make_user
+from tests.factories import make_action, make_policy, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -141,7 +141,7 @@ def test_a_revoked_or_expired_rule_admits_nothing_from_then_on():
 
 def test_creating_a_rule_needs_the_policys_approvers_and_a_policy_may_forbid_rules():
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool=REFUND, four_eyes=True, required_approvals=2)
+    make_policy(tenant, REFUND, four_eyes=True, required_approvals=2)
     proposer, second, third = make_user(tenant), make_user(tenant), make_user(tenant)
     rule = refunds_rule(tenant, proposer)
     assert rule.status == "proposed"
@@ -158,7 +158,7 @@ def test_creating_a_rule_needs_the_policys_approvers_and_a_policy_may_forbid_rul
     assert {g.approver for g in action.approvals.all()} == {second, third}
     grant_check(action)
 
-    ToolPolicy.objects.filter(tenant=tenant, tool=REFUND).update(standing_grants_allowed=False)
+    make_policy(tenant, REFUND, four_eyes=True, required_approvals=2, standing_grants_allowed=False)
     assert refund(tenant, 10, action_id="forbidden").status == "waiting_approval"
     with pytest.raises(NotAllowed, match="allows no standing rules"):
         refunds_rule(tenant, second)

@@ -12,8 +12,8 @@ from django.db import connection
 from rq import Queue
 
 from runs.execution.sweep import sweep_once
-from runs.models import Action, OutboxMessage, ToolPolicy
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from runs.models import Action, OutboxMessage
+from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_the_sweep_queues_a_drain_when_the_waiting_one_was_taken_by_a_worker(que
 @pytest.mark.django_db(transaction=True)
 def test_two_sweepers_at_once_expire_each_request_exactly_once(queue):
     tenant = make_tenant()
-    ToolPolicy.objects.create(tenant=tenant, tool="ticket.close", approval_seconds=1)
+    make_policy(tenant, "ticket.close", approval_seconds=1)
     actions = [make_action(make_run(tenant), target=f"ticket-{n}") for n in range(1, 7)]
     time.sleep(1.1)
     reports = []

@@ -1,4 +1,6 @@
-"""Verifies the audit chain end to end; exits non-zero on the first broken link."""
+"""Verifies the audit chain end to end, and every row that decides approval (tool policies,
+standing rules, memberships: control.row_signing); exits non-zero on the first broken link
+or on any such row that does not verify, naming each."""
 
 from __future__ import annotations
 
@@ -8,13 +10,15 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 
 from control.audit import audit_expect, audit_head, audit_verify
+from control.row_signing import unverified_rows
 
 EXPECTED_HEAD = re.compile(r"(?P<seq>[1-9][0-9]{0,17}):(?P<hash>sha256:[0-9a-f]{64})")
 
 
 class Command(BaseCommand):
     help = (
-        "Verify the audit chain and its signed head; --head prints the head to keep outside "
+        "Verify the audit chain and its signed head, and the signatures of every tool "
+        "policy, standing rule and membership; --head prints the head to keep outside "
         "the database; --expect SEQ:HASH checks the chain against a head kept earlier."
     )
 
@@ -39,7 +43,21 @@ class Command(BaseCommand):
             problem = audit_expect(seq=int(expected["seq"]), hash=expected["hash"])
             if problem:
                 raise CommandError(f"audit chain broken: {problem}")
+        unverified = unverified_rows()
+        for row in unverified:
+            self.stderr.write(f"does not verify: {row}")
+        if unverified:
+            tables = sorted({row.table for row in unverified})
+            raise CommandError(
+                f"{len(unverified)} row(s) that decide approval do not verify "
+                f"({', '.join(tables)}): they decide nothing until an admin writes them again"
+            )
         if head:
             self.stdout.write(json.dumps(audit_head()))
         elif options["verbosity"]:
-            self.stdout.write(self.style.SUCCESS(f"audit chain intact: {verdict.entries} entries"))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"audit chain intact: {verdict.entries} entries; "
+                    "every policy, standing rule and membership verifies"
+                )
+            )

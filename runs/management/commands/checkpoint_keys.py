@@ -9,7 +9,12 @@ key ids stored checkpoints use and fails when one of them is no longer configure
     checkpoint_keys list
     checkpoint_keys add --id 2026-07        # prints the new value, the new key first
     checkpoint_keys check [--verify]
+    checkpoint_keys resign-rows --id 2026-01  # policies, rules, memberships: to the current key
     checkpoint_keys retire --id 2026-01     # refuses while a run's latest checkpoint needs it
+
+Tool policies, standing rules and memberships are signed with the same keys
+(control.row_signing); they are re-signed (`resign-rows`, only rows that verify), since a row
+whose key is retired decides nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count, OuterRef, Subquery
 
 from control.audit import audit_record
+from control.row_signing import rows_resign, rows_signed_with
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint
 from runs.record.checkpoints import checkpoint_verify
@@ -67,11 +73,35 @@ class Command(BaseCommand):
             action="store_true",
             help="also verify every run's latest checkpoint (MAC and invariants)",
         )
-        for sub in (add, retire):
+        resign = commands.add_parser(
+            "resign-rows", help="re-sign the policies, rules and memberships signed with a key"
+        )
+        resign.add_argument("--id", dest="key_id", required=True, help="the key id to leave")
+        for sub in (add, retire, resign):
             sub.add_argument("--actor", default="", help="who rotates, for the audit chain")
 
     def handle(self, *args, subcommand, **options):
-        getattr(self, f"_{subcommand}")(**options)
+        getattr(self, f"_{subcommand.replace('-', '_')}")(**options)
+
+    def _resign_rows(self, *, key_id: str, actor: str, **options):
+        if next(iter(settings.COUNTERSIGN_CHECKPOINT_KEYS)) == key_id:
+            raise CommandError(f"key id {key_id!r} signs now; deploy a new key first")
+        resigned, refused = rows_resign(key_id=key_id)
+        audit_record(
+            actor=self._actor(actor),
+            verb="checkpoint_key.resign_rows",
+            object_type="checkpoint_key",
+            object_id=key_id,
+            data={"resigned": resigned, "refused": [str(row) for row in refused][:100]},
+        )
+        for row in refused:
+            self.stderr.write(f"not re-signed, does not verify: {row}")
+        if refused:
+            raise CommandError(
+                f"{len(refused)} row(s) signed with {key_id!r} do not verify and were left "
+                f"as they are ({resigned} re-signed): an admin must write them again"
+            )
+        self.stdout.write(f"{resigned} row(s) re-signed with the current key")
 
     def _actor(self, given: str) -> str:
         return given or f"manage.py checkpoint_keys ({getpass.getuser()})"
@@ -115,6 +145,13 @@ class Command(BaseCommand):
         if next(iter(keys)) == key_id:
             raise CommandError(
                 f"key id {key_id!r} signs now; add a new key and deploy it before retiring this one"
+            )
+        rows = rows_signed_with(key_id)
+        if rows and not force:
+            raise CommandError(
+                f"{rows} policy, standing rule or membership row(s) are signed with "
+                f"{key_id!r} and would decide nothing; run `checkpoint_keys resign-rows "
+                f"--id {key_id}` first (or use --force)"
             )
         needed = _latest_checkpoints().filter(key_id=key_id).count()
         if needed and not force:
