@@ -22,6 +22,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, check_template, tool_spec
@@ -79,7 +80,22 @@ class Connection:
     sign_secret: bytes | None
 
     def url(self, path: str) -> str:
-        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+        """base_url joined with a rendered path, refused unless it stays under base_url:
+        same scheme and host, under its path, no query or fragment and no dot segment (the
+        one check every request passes, whatever its template)."""
+        url = self.base_url.rstrip("/") + "/" + path.lstrip("/")
+        base, joined = urlsplit(self.base_url), urlsplit(url)
+        segments = joined.path.split("/")
+        if (
+            (joined.scheme, joined.netloc) != (base.scheme, base.netloc)
+            or not joined.path.startswith(base.path.rstrip("/") + "/")
+            or joined.query
+            or joined.fragment
+            or "." in segments
+            or ".." in segments
+        ):
+            raise InvalidArguments("the request path would leave the connector's base URL")
+        return url
 
     def signed(self, data: bytes) -> dict[str, str]:
         if self.sign_header is None or self.sign_secret is None:
@@ -158,6 +174,18 @@ class HttpTool(ConnectorTool):
             queryable_by_key=self.query_request is not None,
             echoes_digest="digest" in self.receipt,
         )
+
+    def normalize(self, *, target: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Also refuses, when proposed rather than when sent, a target or argument that
+        cannot be a path segment of this tool's requests."""
+        target, args = super().normalize(target=target, args=args)
+        # The key and digest are Countersign's own (never empty or a dot segment); any
+        # stand-in shows whether the agent's values fit.
+        lookup = call_lookup(tool=self.name, target=target, args=args, key="k", digest="d")
+        for request in (self.request, self.read_request):
+            if request is not None:
+                self.connection.url(request.path_for(lookup))
+        return target, args
 
     # Writes, and a read_only tool's one GET.
 
