@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from runs.tools.bounded import DEFAULT_MAX_RESPONSE_BYTES, AnswerLimits
 from runs.tools.connectors.definition import ToolSpec, check_template
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import Lookup, TemplateError, check_pointer, render
@@ -69,6 +70,15 @@ def read_timeout(fields: Fields) -> tuple[float, float] | None:
     ):
         raise fields.error("timeout", "must be [connect seconds, read seconds], both > 0")
     return (float(value[0]), float(value[1]))
+
+
+def read_limits(fields: Fields) -> AnswerLimits:
+    """max_response_bytes (default 1 MiB) and max_call_seconds (default: the call's connect
+    and read timeouts added up)."""
+    return AnswerLimits(
+        max_bytes=fields.integer("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, minimum=1),
+        max_seconds=fields.number("max_call_seconds", None, minimum=0.001),
+    )
 
 
 def read_status_classes(fields: Fields) -> dict[int, str]:

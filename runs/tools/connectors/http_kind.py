@@ -1,9 +1,10 @@
 """The `http` kind: tools that are requests to a JSON HTTP API.
 
 Connection fields: base_url, headers (each value may hold `${SECRET}`s), timeout
-[connect, read] seconds, status (status code -> class, where the API differs from the
-defaults of runs.tools.http), sign (HMAC-SHA256 of the body for webhook receivers:
-header and secret).
+[connect, read] seconds, max_response_bytes (default 1 MiB) and max_call_seconds (default:
+connect + read) bounding every answer (runs.tools.bounded), status (status code -> class,
+where the API differs from the defaults of runs.tools.http), sign (HMAC-SHA256 of the body
+for webhook receivers: header and secret).
 
 Tool fields: method, path (a template; substituted values are URL-quoted), params (query
 string templates), body (a JSON template), idempotency_header (the header the API
@@ -24,12 +25,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from runs.tools.bounded import AnswerLimits
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, check_template, tool_spec
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.http_fields import (
     Request,
     read_absent,
+    read_limits,
     read_receipt_templates,
     read_request,
     read_required_types,
@@ -78,6 +81,7 @@ class Connection:
     status: dict[int, str]
     sign_header: str | None
     sign_secret: bytes | None
+    limits: AnswerLimits
 
     def url(self, path: str) -> str:
         """base_url joined with a rendered path, refused unless it stays under base_url:
@@ -127,6 +131,7 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
         status=read_status_classes(fields),
         sign_header=sign_header,
         sign_secret=sign_secret,
+        limits=read_limits(fields),
     )
 
     def build(label: str, tool_fields: Fields, raw: dict[str, Any]) -> HttpTool:
@@ -208,6 +213,7 @@ class HttpTool(ConnectorTool):
             timeout=timeout,
             headers=headers,
             params=self.request.query(lookup),
+            limits=self.connection.limits,
         )
         self._raise_for_status(answer, write=True)
         try:
@@ -285,6 +291,7 @@ class HttpTool(ConnectorTool):
             params=request.query(lookup),
             headers=self.connection.headers,
             timeout=timeout,
+            limits=self.connection.limits,
         )
         if raise_errors:
             self._raise_for_status(answer, write=False)
