@@ -22,18 +22,12 @@ CONNECTOR = """
 kind = "http"
 base_url = "${{BIG_URL}}"
 {limits}
-
-[connectors.big.tools.write]
+"""
+# A write and a read of the same endpoint.
+TOOL = """
+[connectors.big.tools.{label}]
 contract_version = "v1"
-effect_class = "reconcilable"
-path = "things/{{target}}"
-receipt = {{ id = "/id" }}
-target_schema = {{ type = "string" }}
-args_schema = {{ type = "object", additionalProperties = false }}
-
-[connectors.big.tools.lookup]
-contract_version = "v1"
-effect_class = "read_only"
+effect_class = "{effect_class}"
 path = "things/{{target}}"
 receipt = {{ id = "/id" }}
 target_schema = {{ type = "string" }}
@@ -42,9 +36,11 @@ args_schema = {{ type = "object", additionalProperties = false }}
 
 
 def tools(url: str, tmp_path, limits: str = "") -> dict:
-    loaded = connector_tools(
-        tmp_path, CONNECTOR.format(limits=limits), environ={"BIG_URL": url + "/"}
+    text = CONNECTOR.format(limits=limits) + "".join(
+        TOOL.format(label=label, effect_class=effect_class)
+        for label, effect_class in (("write", "reconcilable"), ("lookup", "read_only"))
     )
+    loaded = connector_tools(tmp_path, text, environ={"BIG_URL": url + "/"})
     return {tool.name.removeprefix("big."): tool for tool in loaded}
 
 
