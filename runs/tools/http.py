@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -52,6 +52,13 @@ _NOT_SENT_ERRORS = (
 )
 
 
+Redact = Callable[[str], str]
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
 @dataclass(frozen=True)
 class HttpAnswer:
     """A complete HTTP answer: status, headers and every byte of the body."""
@@ -68,8 +75,9 @@ class HttpAnswer:
         """The body parsed strictly (duplicate keys, NaN refused); ValueError otherwise."""
         return parse_strict(self.body)
 
-    def problem(self) -> tuple[str | None, str]:
-        """(type, detail) of an error body {"type", "detail"}, tolerating any other body."""
+    def problem(self, *, redact: Redact = _as_is) -> tuple[str | None, str]:
+        """(type, detail) of an error body {"type", "detail"}, tolerating any other body;
+        the detail redacted whole, then shortened (a secret cut in two would slip past)."""
         try:
             data = self.json()
         except StrictJSONError:
@@ -78,9 +86,9 @@ class HttpAnswer:
             problem_type = data.get("type") if isinstance(data.get("type"), str) else None
             detail = data.get("detail") if isinstance(data.get("detail"), str) else None
             if detail:
-                return problem_type, detail[:_DETAIL_SHOWN]
+                return problem_type, redact(detail)[:_DETAIL_SHOWN]
             return problem_type, ""
-        return None, self.body[:_DETAIL_SHOWN].decode("utf-8", "replace")
+        return None, redact(self.body.decode("utf-8", "replace"))[:_DETAIL_SHOWN]
 
 
 def _check_timeout(timeout: Timeout) -> None:
@@ -231,13 +239,13 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, moment.timestamp() - time.time())
 
 
-def raise_for_status(answer: HttpAnswer, *, write: bool) -> None:
+def raise_for_status(answer: HttpAnswer, *, write: bool, redact: Redact = _as_is) -> None:
     """Classify a non-2xx answer. Whether an answered transient failure may be sent again is
     not decided here but by the tool's effect class (Tool.outcome_unknown_after)."""
     status = answer.status
     if 200 <= status < 300:
         return
-    problem_type, detail = answer.problem()
+    problem_type, detail = answer.problem(redact=redact)
     message = f"HTTP {status}" + (f" {problem_type}" if problem_type else "")
     message += f": {detail}" if detail else ""
     if status == 429:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.redaction import HIDDEN, without_addresses
+from control.redaction import HIDDEN, redact
 
 
 @pytest.mark.parametrize(
@@ -18,11 +18,11 @@ from control.redaction import HIDDEN, without_addresses
     ],
 )
 def test_addresses_and_the_tokens_in_them_are_hidden(text, hidden):
-    shown = without_addresses(text)
+    shown = redact(text)
     assert hidden not in shown
     assert HIDDEN in shown
 
 
-def test_text_without_addresses_is_left_alone():
+def test_text_redact_is_left_alone():
     text = "HTTP 409: ticket-7 is already closed (version 3)"
-    assert without_addresses(text) == text
+    assert redact(text) == text

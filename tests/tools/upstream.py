@@ -1,15 +1,19 @@
 """A real local HTTP server for the connector's hostile-upstream tests: it records each raw
 request line exactly as it arrived (before any parsing could normalize it) and answers
-through a function the test chooses, which may stream, trickle or echo."""
+through a function the test chooses, which may stream, trickle or echo; and the connector
+whose secret such an upstream echoes back, with the check for what leaked."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import re
 import socketserver
 import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
+from urllib.parse import quote, quote_plus
 
 Answer = Callable[[BinaryIO, str], None]
 
@@ -73,3 +77,69 @@ def recording_server() -> Iterator[Recording]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# An upstream that echoes a connector's secret back, in each form it can travel in.
+SECRET = "Tok en/+s3cr3t:9Zq"
+ENCODINGS = {
+    "literal": SECRET,
+    "percent": quote(SECRET, safe=""),
+    "percent-lower-hex": re.sub(
+        r"%[0-9A-F]{2}", lambda hit: hit.group(0).lower(), quote(SECRET, safe="")
+    ),
+    "plus": quote_plus(SECRET),
+    "url-path": quote(SECRET, safe="/+:"),
+    "base64": base64.b64encode(SECRET.encode()).decode(),
+    "base64-urlsafe": base64.urlsafe_b64encode(SECRET.encode()).decode(),
+    "basic-credentials": base64.b64encode(f"agent:{SECRET}".encode()).decode(),
+    "json-escaped": json.dumps(SECRET)[1:-1].replace("/", "\\/"),
+}
+ECHO_CONNECTOR = """
+[connectors.echo]
+kind = "http"
+base_url = "http://localhost:${ECHO_PORT}/api/${ECHO_TOKEN}/"
+headers = { Authorization = "Bearer ${ECHO_TOKEN}" }
+
+[connectors.echo.tools.write]
+contract_version = "v1"
+effect_class = "reconcilable"
+path = "things/{target}"
+receipt = { id = "/id" }
+target_schema = { type = "string" }
+args_schema = { type = "object", additionalProperties = false }
+
+[connectors.echo.tools.lookup]
+contract_version = "v1"
+effect_class = "read_only"
+path = "things/{target}"
+receipt = { id = "/id" }
+target_schema = { type = "string" }
+args_schema = { type = "object", additionalProperties = false }
+"""
+
+
+def echo_environ(server: Recording) -> dict[str, str]:
+    return {"ECHO_PORT": str(server.server_address[1]), "ECHO_TOKEN": SECRET}
+
+
+def echoing(status: int, encoding: str, server: Recording) -> Answer:
+    """An answer with `status` whose body repeats the secret in `encoding` and the
+    upstream's own addresses."""
+    port = server.server_address[1]
+    return json_answer(
+        status,
+        {
+            "id": f"r-{ENCODINGS[encoding]}",
+            "detail": f"refused {ENCODINGS[encoding]} at localhost:{port} (127.0.0.1), "
+            f"see http://localhost:{port}/api/help",
+            "seen_by": "localhost",
+        },
+    )
+
+
+def leaks(text: str, server: Recording) -> list[str]:
+    """Every form of the secret, and every address of the upstream, found in text."""
+    found = [name for name, form in ENCODINGS.items() if form in text]
+    port = str(server.server_address[1])
+    found += [address for address in ("localhost", "127.0.0.1", port) if address in text]
+    return found

@@ -112,6 +112,7 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     base_url = fields.string("base_url")
     if not base_url.startswith(("http://", "https://")):
         raise fields.error("base_url", "must start with http:// or https://")
+    spec.secrets.reach(base_url)
     headers = fields.string_map("headers")
     for name, value in headers.items():
         try:
@@ -299,10 +300,11 @@ class HttpTool(ConnectorTool):
 
     def _raise_for_status(self, answer: HttpAnswer, *, write: bool) -> None:
         declared = self.status.get(answer.status)
+        scrub = self.spec.connector.secrets.scrub
         if declared is None:
-            raise_for_status(answer, write=write)
+            raise_for_status(answer, write=write, redact=scrub)
             return
-        problem_type, detail = answer.problem()
+        problem_type, detail = answer.problem(redact=scrub)
         message = f"HTTP {answer.status}" + (f" {problem_type}" if problem_type else "")
         message += f": {detail}" if detail else ""
         raise _declared_error(declared, message, answer, write=write)

@@ -91,6 +91,7 @@ def _server(spec: ConnectorSpec, fields: Fields) -> Server:
         url = fields.string("url")
         if not url.startswith(("http://", "https://")):
             raise fields.error("url", "must start with http:// or https://")
+        spec.secrets.reach(url)
         for name in ("env", "cwd"):
             if fields.has(name):
                 raise fields.error(name, "is for a command; a url server takes headers")
