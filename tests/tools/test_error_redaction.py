@@ -36,9 +36,27 @@ def dropping(out, request_line: str) -> None:
     raise ConnectionResetError
 
 
+def sent_by_a_worker(server, tmp_path, client) -> tuple:
+    """The echo connector's write, proposed, approved and sent by a worker (in process):
+    the action, and each place its error is stored or shown, as text."""
+    write, _ = connector_tools(tmp_path, ECHO_CONNECTOR, environ=echo_environ(server))
+    tenant = make_tenant()
+    _, raw_token = api_token_create(tenant=tenant, name="agent", actor="tests")
+    with registered(write):
+        action = make_action(make_run(tenant), tool=write.name, target="t-1", args={})
+        approve(action, make_user(tenant, "operator"))
+        lease = lease_claim(run_id=action.run_id, owner=WORKER)
+        process_action(action_pk=action.pk, lease=lease, worker=WORKER)
+        action.refresh_from_db()
+        case = case_open(action=action)
+        shown = everything_shown(action, client, raw_token, tenant)
+    if case is not None:
+        shown["case"] = case.detail
+    return action, shown
+
+
 def everything_shown(action, client, raw_token: str, tenant) -> dict[str, str]:
     """Each place an error of the action is stored or shown, as text."""
-    action.refresh_from_db()
     attempts = Attempt.objects.filter(action=action)
     api = client.get(f"/api/v1/actions/{action.pk}", HTTP_AUTHORIZATION=f"Bearer {raw_token}")
     assert api.status_code == 200
@@ -59,15 +77,7 @@ def test_an_echoed_secret_and_the_upstreams_address_reach_no_stored_or_shown_err
 ):
     with recording_server() as server:
         server.answer = echoing(400, encoding, server)
-        write, _ = connector_tools(tmp_path, ECHO_CONNECTOR, environ=echo_environ(server))
-        tenant = make_tenant()
-        _, raw_token = api_token_create(tenant=tenant, name="agent", actor="tests")
-        with registered(write):
-            action = make_action(make_run(tenant), tool=write.name, target="t-1", args={})
-            approve(action, make_user(tenant, "operator"))
-            lease = lease_claim(run_id=action.run_id, owner=WORKER)
-            process_action(action_pk=action.pk, lease=lease, worker=WORKER)
-            shown = everything_shown(action, client, raw_token, tenant)
+        action, shown = sent_by_a_worker(server, tmp_path, client)
         assert server.request_lines, "the write was sent"
         assert action.status == "failed"
         assert "HTTP 400" in shown["last_error"]
@@ -79,19 +89,9 @@ def test_an_echoed_secret_and_the_upstreams_address_reach_no_stored_or_shown_err
 def test_a_dropped_connection_names_neither_the_secret_in_the_url_nor_the_host(client, tmp_path):
     with recording_server() as server:
         server.answer = dropping
-        write, _ = connector_tools(tmp_path, ECHO_CONNECTOR, environ=echo_environ(server))
-        tenant = make_tenant()
-        _, raw_token = api_token_create(tenant=tenant, name="agent", actor="tests")
-        with registered(write):
-            action = make_action(make_run(tenant), tool=write.name, target="t-1", args={})
-            approve(action, make_user(tenant, "operator"))
-            lease = lease_claim(run_id=action.run_id, owner=WORKER)
-            process_action(action_pk=action.pk, lease=lease, worker=WORKER)
-            action.refresh_from_db()
-            case = case_open(action=action)
-            shown = everything_shown(action, client, raw_token, tenant)
+        action, shown = sent_by_a_worker(server, tmp_path, client)
         assert action.status == "uncertain"
-        shown["case"] = case.detail
+        assert "case" in shown
         assert "failed after sending" in shown["attempts"]
         assert {place: leaks(text, server) for place, text in shown.items()} == {
             place: [] for place in shown

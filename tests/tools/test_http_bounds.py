@@ -12,7 +12,7 @@ import pytest
 from runs.tools.errors import ResultUncertain, TransientError
 from runs.tools.testing import frozen_call
 from tests.registry import connector_tools
-from tests.tools.upstream import json_answer, recording_server
+from tests.tools.upstream import json_answer, recording_server, write_and_lookup
 
 TIMEOUT = (2.0, 2.0)
 MIB = 1024 * 1024
@@ -23,23 +23,10 @@ kind = "http"
 base_url = "${{BIG_URL}}"
 {limits}
 """
-# A write and a read of the same endpoint.
-TOOL = """
-[connectors.big.tools.{label}]
-contract_version = "v1"
-effect_class = "{effect_class}"
-path = "things/{{target}}"
-receipt = {{ id = "/id" }}
-target_schema = {{ type = "string" }}
-args_schema = {{ type = "object", additionalProperties = false }}
-"""
 
 
 def tools(url: str, tmp_path, limits: str = "") -> dict:
-    text = CONNECTOR.format(limits=limits) + "".join(
-        TOOL.format(label=label, effect_class=effect_class)
-        for label, effect_class in (("write", "reconcilable"), ("lookup", "read_only"))
-    )
+    text = CONNECTOR.format(limits=limits) + write_and_lookup("big")
     loaded = connector_tools(tmp_path, text, environ={"BIG_URL": url + "/"})
     return {tool.name.removeprefix("big."): tool for tool in loaded}
 

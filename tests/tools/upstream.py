@@ -94,28 +94,31 @@ ENCODINGS = {
     "basic-credentials": base64.b64encode(f"agent:{SECRET}".encode()).decode(),
     "json-escaped": json.dumps(SECRET)[1:-1].replace("/", "\\/"),
 }
+TOOL = """
+[connectors.{connector}.tools.{label}]
+contract_version = "v1"
+effect_class = "{effect_class}"
+path = "things/{{target}}"
+receipt = {{ id = "/id" }}
+target_schema = {{ type = "string" }}
+args_schema = {{ type = "object", additionalProperties = false }}
+"""
+
+
+def write_and_lookup(connector: str) -> str:
+    """Two tools of one endpoint: `write` (reconcilable) and `lookup` (read_only)."""
+    return "".join(
+        TOOL.format(connector=connector, label=label, effect_class=effect_class)
+        for label, effect_class in (("write", "reconcilable"), ("lookup", "read_only"))
+    )
+
+
 ECHO_CONNECTOR = """
 [connectors.echo]
 kind = "http"
 base_url = "http://localhost:${ECHO_PORT}/api/${ECHO_TOKEN}/"
 headers = { Authorization = "Bearer ${ECHO_TOKEN}" }
-
-[connectors.echo.tools.write]
-contract_version = "v1"
-effect_class = "reconcilable"
-path = "things/{target}"
-receipt = { id = "/id" }
-target_schema = { type = "string" }
-args_schema = { type = "object", additionalProperties = false }
-
-[connectors.echo.tools.lookup]
-contract_version = "v1"
-effect_class = "read_only"
-path = "things/{target}"
-receipt = { id = "/id" }
-target_schema = { type = "string" }
-args_schema = { type = "object", additionalProperties = false }
-"""
+""" + write_and_lookup("echo")
 
 
 def echo_environ(server: Recording) -> dict[str, str]:
