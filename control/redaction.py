@@ -7,8 +7,8 @@ host, port and path, and an upstream may echo back what it was sent: a token in 
 body, percent-encoded in a URL it quotes, base64-encoded in the Basic credentials it
 complains about. `redact` is the one function every path calls before such text is stored
 (attempts, actions' last_error, cases) or shown (the API, the MCP gateway): each secret is
-replaced by its name in every form it can travel in, then the connector's own hosts, then
-every URL, host:port pair and IPv4 address.
+replaced by its name in every form it can travel in, then every URL, host:port pair and IPv4
+address, then the connector's own hosts wherever they are left.
 """
 
 from __future__ import annotations
@@ -51,11 +51,12 @@ def redact(
     for value in sorted(secrets or {}, key=len, reverse=True):
         if len(value) >= SHORTEST_SECRET:
             text = _secret_pattern(value).sub((secrets or {})[value].replace("\\", "\\\\"), text)
-    for host in sorted({host for host in hosts if host}, key=len, reverse=True):
-        text = _host_pattern(host).sub(HIDDEN, text)
     if addresses:
         for pattern in _PATTERNS:
             text = pattern.sub(HIDDEN, text)
+    # After the URLs went whole: what is left of a host is its bare name.
+    for host in sorted({host for host in hosts if host}, key=len, reverse=True):
+        text = _host_pattern(host).sub(HIDDEN, text)
     return text
 
 
@@ -119,4 +120,5 @@ def _case_free_escapes(form: str) -> str:
 
 @lru_cache(maxsize=64)
 def _host_pattern(host: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", re.IGNORECASE)
+    # With its port: the pair is the address.
+    return re.compile(rf"(?<![\w.-]){re.escape(host)}(?::\d+)?(?![\w-])", re.IGNORECASE)
