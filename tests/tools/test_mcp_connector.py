@@ -339,3 +339,44 @@ def test_over_streamable_http_a_commit_is_made_then_a_dying_server_is_uncertain_
 
     assert "git_commit was not sent" in str(gone.value)
     assert commits(repository) == ["two", "one", "initial"]
+
+
+def diff_reader(tmp_path, url: str, limit: str):
+    text = f"""
+[connectors.gitweb]
+kind = "mcp"
+url = "{url}"
+timeout = 5
+{limit}
+
+[connectors.gitweb.tools.diff]
+upstream_tool = "git_diff_staged"
+contract_version = "v1"
+effect_class = "read_only"
+target_argument = "repo_path"
+target_schema = {{ type = "string" }}
+args_schema = {{ type = "object", additionalProperties = false }}
+"""
+    tmp_path.mkdir()
+    [tool] = connector_tools(tmp_path, text)
+    return tool
+
+
+def test_over_streamable_http_an_answer_past_max_response_bytes_is_cut_off(
+    tmp_path, repository, git_server_over_http
+):
+    stage_file(repository, "big.txt", "a line of a large staged file\n" * 4000)
+    whole = diff_reader(tmp_path / "whole", git_server_over_http, "")
+    _, answer = whole.fetch(call_for(whole, str(repository), {}), timeout=TIMEOUT)
+    assert len(answer["text"]) > 100_000
+
+    bounded = diff_reader(tmp_path / "bounded", git_server_over_http, "max_response_bytes = 50000")
+    started = time.monotonic()
+    with pytest.raises(TransientError, match="larger than 50000 bytes"):
+        bounded.fetch(call_for(bounded, str(repository), {}), timeout=TIMEOUT)
+    assert time.monotonic() - started < 5 + 3
+
+
+def test_max_response_bytes_is_for_a_url_server(tmp_path):
+    with pytest.raises(ConnectorError, match=r"max_response_bytes.*is for a url"):
+        one_tool(tmp_path, 'command = ["true"]\nmax_response_bytes = 100')
