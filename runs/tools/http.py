@@ -61,7 +61,8 @@ def _as_is(text: str) -> str:
 
 @dataclass(frozen=True)
 class HttpAnswer:
-    """A complete HTTP answer: status, headers and every byte of the body."""
+    """An HTTP answer: status, headers and every byte of the body (within max_response_bytes:
+    a longer one is never held, see runs.tools.bounded)."""
 
     status: int
     headers: Mapping[str, str]  # case-insensitive

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from runs.tools.connectors.fields import ConnectorError
 from runs.tools.errors import ResultUncertain, TransientError
 from runs.tools.testing import frozen_call
 from tests.registry import connector_tools
@@ -135,5 +136,5 @@ def test_a_trickling_read_is_transient_within_connect_plus_read_seconds(tmp_path
     ],
 )
 def test_bad_limits_are_refused_when_loaded(tmp_path, limits, message):
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(ConnectorError, match=message):
         tools("http://127.0.0.1:9", tmp_path, limits)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runs.tools.connectors.fields import ConnectorError
 from runs.tools.errors import InvalidArguments
 from runs.tools.testing import frozen_call
 from tests.registry import connector_tools
@@ -171,5 +172,12 @@ def test_a_path_template_with_a_query_fragment_or_dot_segment_is_refused_when_lo
         ("https://elsewhere/{target}", "relative"),
     ]:
         text = CONNECTOR + TOOL.format(label="bad", path=path, effect_class="reconcilable")
-        with pytest.raises(Exception, match=why):
+        with pytest.raises(ConnectorError, match=why):
             connector_tools(tmp_path, text, environ={"PATHS_URL": "http://127.0.0.1:9/b/"})
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:9/b/?key=1", "http://127.0.0.1:9/b/#x"])
+def test_a_base_url_with_a_query_or_fragment_is_refused_when_loaded(tmp_path, base_url):
+    text = CONNECTOR + TOOL.format(label="t", path="{target}", effect_class="reconcilable")
+    with pytest.raises(ConnectorError, match=r"base_url.*cannot hold a query or fragment"):
+        connector_tools(tmp_path, text, environ={"PATHS_URL": base_url})

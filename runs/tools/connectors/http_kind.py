@@ -112,6 +112,8 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     base_url = fields.string("base_url")
     if not base_url.startswith(("http://", "https://")):
         raise fields.error("base_url", "must start with http:// or https://")
+    if urlsplit(base_url).query or urlsplit(base_url).fragment:
+        raise fields.error("base_url", "cannot hold a query or fragment (put them in params)")
     spec.secrets.reach(base_url)
     headers = fields.string_map("headers")
     for name, value in headers.items():
