@@ -20,7 +20,6 @@ from control.api_idempotency import idempotent_post
 from control.api_limits import long_poll_slot
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
-from control.redaction import without_addresses
 from runs import schemas
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
 from runs.limits import agent_data_check
@@ -37,6 +36,7 @@ from runs.selectors import (
     tool_catalog,
 )
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
+from runs.tools.registry import redacted_error
 from runs.waiting import PENDING_STATUSES, status_after_waiting
 
 router = Router(tags=["runs"])
@@ -193,8 +193,8 @@ def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
         "attempt_count": action.attempt_count,
         "next_attempt_at": action.next_attempt_at,
         "error_class": action.error_class or None,
-        # Operators read the whole text on the run page; agents do not learn internal addresses.
-        "last_error": without_addresses(action.last_error) or None,
+        # Stored scrubbed already; again here for rows stored before, or a changed connector.
+        "last_error": redacted_error(action.last_error, tool=action.tool) or None,
         "decision": _decision(action),
         "receipt": receipt_body(action),
         "reconciliation_case": {

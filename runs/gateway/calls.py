@@ -110,7 +110,7 @@ def _read(caller: Caller, tool, target: str, args: dict[str, Any]) -> dict:
     try:
         receipt, document = tool.fetch(call, timeout=policy.call_timeout)
     except tool_errors.ToolError as error:
-        raise Refused(f"{tool.name} could not read {target!r}: {error}") from None
+        raise Refused(tool.redacted(f"{tool.name} could not read {target!r}: {error}")) from None
     observation_id = None
     if run.phase == Run.Phase.RUNNING:
         observation_id = str(
@@ -124,7 +124,8 @@ def _read(caller: Caller, tool, target: str, args: dict[str, Any]) -> dict:
             ).pk
         )
     return {
-        "result": document,
+        # An upstream may echo what it was sent (a token, its own address) in its answer.
+        "result": tool.redacted_answer(document),
         "run_id": str(run.pk),
         # While a write waits, the run records nothing new; the answer is still the answer.
         "observation_id": observation_id,

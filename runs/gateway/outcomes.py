@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from control.redaction import without_addresses
 from runs.api import receipt_body
 from runs.models import Action
 from runs.selectors import latest_case
+from runs.tools.registry import redacted_error
 
 Status = Action.Status
 
@@ -118,5 +118,5 @@ def _reason(action: Action) -> str | None:
     if action.status == Status.REJECTED:
         return action.decision_reason or "rejected without a reason"
     if action.status in {Status.FAILED, Status.UNCERTAIN, Status.NEEDS_ATTENTION}:
-        return without_addresses(action.last_error) or None
+        return redacted_error(action.last_error, tool=action.tool) or None
     return None

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from control.canonical import canonical_json, content_hash, intent_digest
+from control.redaction import redact
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, ResultUncertain, ToolError, UnsupportedTool
 from runs.tools.retry import RetryPolicy
@@ -184,6 +185,15 @@ class Tool(ABC):
     ) -> tuple[str, dict[str, Any]]:
         """(target, args) of the `compensation` tool's intent that undoes this receipt."""
         raise UnsupportedTool(f"{self.name} has no compensation")
+
+    def redacted(self, text: str) -> str:
+        """text (an error of this tool) as anyone may read it: a connector's tool also
+        takes its secrets and hosts out (control.redaction)."""
+        return redact(text)
+
+    def redacted_answer(self, document: Any) -> Any:
+        """A read's answer as an agent may read it; a tool that knows no secrets keeps it."""
+        return document
 
     def describe(self) -> dict[str, Any]:
         """What GET /api/v1/tools shows of this tool."""

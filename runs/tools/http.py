@@ -11,14 +11,16 @@ The one question that matters for a write: could the request have reached the ot
 Reads change nothing, so every transport failure of a read is simply transient.
 
 Every call opens its own connection: a pooled connection the server closed meanwhile would
-turn a request that never left into an uncertain one.
+turn a request that never left into an uncertain one. Every answer is read within limits
+(runs.tools.bounded: at most max_response_bytes, the whole call within its seconds); past
+them a write's outcome is unknown and a read is transient.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -29,6 +31,7 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from control.canonical import content_hash
 from control.strictjson import StrictJSONError, parse_strict
+from runs.tools.bounded import DEFAULT_LIMITS, AnswerLimits, LimitExceeded, exchange
 from runs.tools.calls import Timeout
 from runs.tools.errors import (
     BusinessRejection,
@@ -49,9 +52,17 @@ _NOT_SENT_ERRORS = (
 )
 
 
+Redact = Callable[[str], str]
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
 @dataclass(frozen=True)
 class HttpAnswer:
-    """A complete HTTP answer: status, headers and every byte of the body."""
+    """An HTTP answer: status, headers and every byte of the body (within max_response_bytes:
+    a longer one is never held, see runs.tools.bounded)."""
 
     status: int
     headers: Mapping[str, str]  # case-insensitive
@@ -65,8 +76,9 @@ class HttpAnswer:
         """The body parsed strictly (duplicate keys, NaN refused); ValueError otherwise."""
         return parse_strict(self.body)
 
-    def problem(self) -> tuple[str | None, str]:
-        """(type, detail) of an error body {"type", "detail"}, tolerating any other body."""
+    def problem(self, *, redact: Redact = _as_is) -> tuple[str | None, str]:
+        """(type, detail) of an error body {"type", "detail"}, tolerating any other body;
+        the detail redacted whole, then shortened (a secret cut in two would slip past)."""
         try:
             data = self.json()
         except StrictJSONError:
@@ -75,9 +87,9 @@ class HttpAnswer:
             problem_type = data.get("type") if isinstance(data.get("type"), str) else None
             detail = data.get("detail") if isinstance(data.get("detail"), str) else None
             if detail:
-                return problem_type, detail[:_DETAIL_SHOWN]
+                return problem_type, redact(detail)[:_DETAIL_SHOWN]
             return problem_type, ""
-        return None, self.body[:_DETAIL_SHOWN].decode("utf-8", "replace")
+        return None, redact(self.body.decode("utf-8", "replace"))[:_DETAIL_SHOWN]
 
 
 def _check_timeout(timeout: Timeout) -> None:
@@ -109,31 +121,34 @@ def _request(
     url: str,
     *,
     timeout: Timeout,
+    limits: AnswerLimits,
     data: bytes | None = None,
     params: dict[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
-) -> requests.Response:
+) -> HttpAnswer:
     _check_timeout(timeout)
-    all_headers = {"Accept": "application/json", "User-Agent": USER_AGENT, **(headers or {})}
+    all_headers = {
+        "Accept": "application/json",
+        # A compressed answer is a small stream that decodes into a large one.
+        "Accept-Encoding": "identity",
+        "User-Agent": USER_AGENT,
+        **(headers or {}),
+    }
     if data is not None:
         all_headers.setdefault("Content-Type", "application/json")
     # Not following redirects: a POST turned into a GET elsewhere is no answer to it.
-    return requests.request(
+    answer = exchange(
         method,
         url,
+        timeout=timeout,
+        limits=limits,
         data=data,
         params=params,
         headers=all_headers,
-        timeout=timeout,
         allow_redirects=False,
     )
-
-
-def _answer(response: requests.Response) -> HttpAnswer:
     return HttpAnswer(
-        status=response.status_code,
-        headers=CaseInsensitiveDict(response.headers),
-        body=response.content,
+        status=answer.status, headers=CaseInsensitiveDict(answer.headers), body=answer.body
     )
 
 
@@ -155,9 +170,11 @@ def send_write(
     headers: Mapping[str, str] | None = None,
     data: bytes | None = None,
     params: dict[str, str] | None = None,
+    limits: AnswerLimits = DEFAULT_LIMITS,
 ) -> HttpAnswer:
     """Send a write (body as JSON, or data already encoded); TransientError only when it
-    provably never left, else ResultUncertain."""
+    provably never left, else ResultUncertain (also for an answer past `limits`: what it
+    said is unknown)."""
     headers = dict(headers or {})
     if idempotency_key is not None:
         check_header_value("idempotency_key", idempotency_key)
@@ -165,9 +182,11 @@ def send_write(
     if data is None and body is not None:
         data = encode_body(body)
     try:
-        return _answer(
-            _request(method, url, data=data, params=params, headers=headers, timeout=timeout)
+        return _request(
+            method, url, data=data, params=params, headers=headers, timeout=timeout, limits=limits
         )
+    except LimitExceeded as error:
+        raise ResultUncertain(f"the answer from {url} was cut off: {error}") from error
     except requests.exceptions.ConnectTimeout as error:
         raise TransientError(f"could not connect to {url} in time: {error}") from error
     except requests.exceptions.ConnectionError as error:
@@ -193,10 +212,14 @@ def send_read(
     timeout: Timeout,
     params: dict[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
+    limits: AnswerLimits = DEFAULT_LIMITS,
 ) -> HttpAnswer:
-    """A GET; any transport failure is transient, since reading changes nothing."""
+    """A GET; any transport failure, or an answer past `limits`, is transient, since
+    reading changes nothing."""
     try:
-        return _answer(_request("GET", url, params=params, headers=headers, timeout=timeout))
+        return _request("GET", url, params=params, headers=headers, timeout=timeout, limits=limits)
+    except LimitExceeded as error:
+        raise TransientError(f"the answer from {url} was cut off: {error}") from error
     except requests.exceptions.RequestException as error:
         raise TransientError(f"could not read {url}: {error}") from error
 
@@ -217,13 +240,13 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, moment.timestamp() - time.time())
 
 
-def raise_for_status(answer: HttpAnswer, *, write: bool) -> None:
+def raise_for_status(answer: HttpAnswer, *, write: bool, redact: Redact = _as_is) -> None:
     """Classify a non-2xx answer. Whether an answered transient failure may be sent again is
     not decided here but by the tool's effect class (Tool.outcome_unknown_after)."""
     status = answer.status
     if 200 <= status < 300:
         return
-    problem_type, detail = answer.problem()
+    problem_type, detail = answer.problem(redact=redact)
     message = f"HTTP {status}" + (f" {problem_type}" if problem_type else "")
     message += f": {detail}" if detail else ""
     if status == 429:

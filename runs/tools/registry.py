@@ -23,6 +23,7 @@ import os
 
 from django.conf import settings
 
+from control.redaction import redact
 from runs.tools.base import Tool
 from runs.tools.connectors.files import load_files
 from runs.tools.errors import UnsupportedTool
@@ -82,6 +83,17 @@ def get_tool(name: str, contract_version: str | None = None) -> Tool:
             f"(known: {', '.join(sorted(versions))})"
         )
     return tool
+
+
+def redacted_error(text: str, *, tool: str) -> str:
+    """A stored error of `tool` as an agent may read it: its connector's secrets and hosts
+    out again (stored text is scrubbed already; a tool since reconfigured or a row written
+    before this rule is not), and every internal address. A tool no longer configured
+    leaves the addresses to hide."""
+    try:
+        return get_tool(tool).redacted(text)
+    except UnsupportedTool:
+        return redact(text)
 
 
 def all_tools() -> list[Tool]:

@@ -266,7 +266,7 @@ def test_a_server_that_exits_before_its_handshake_is_transient(tmp_path):
     assert not tool.outcome_unknown_after(refused.value)
 
 
-def test_an_unreachable_url_is_transient_and_its_secret_stays_out_of_the_error(
+def test_an_unreachable_url_is_transient_and_neither_its_secret_nor_address_is_in_the_error(
     tmp_path, closed_port
 ):
     connection = (
@@ -279,8 +279,10 @@ def test_an_unreachable_url_is_transient_and_its_secret_stays_out_of_the_error(
         tool.execute(call_for(tool, "repo", {"branch_name": "b"}), timeout=TIMEOUT)
 
     message = str(refused.value)
-    assert f"127.0.0.1:{closed_port}/mcp?key=${{GIT_TOKEN}}: cannot connect" in message
+    assert "MCP server [internal address]: cannot connect" in message
     assert "s3cret-t0ken" not in message
+    assert "127.0.0.1" not in message
+    assert str(closed_port) not in message
 
 
 def test_the_documented_example_loads(tmp_path):
@@ -337,3 +339,44 @@ def test_over_streamable_http_a_commit_is_made_then_a_dying_server_is_uncertain_
 
     assert "git_commit was not sent" in str(gone.value)
     assert commits(repository) == ["two", "one", "initial"]
+
+
+def diff_reader(tmp_path, url: str, limit: str):
+    text = f"""
+[connectors.gitweb]
+kind = "mcp"
+url = "{url}"
+timeout = 5
+{limit}
+
+[connectors.gitweb.tools.diff]
+upstream_tool = "git_diff_staged"
+contract_version = "v1"
+effect_class = "read_only"
+target_argument = "repo_path"
+target_schema = {{ type = "string" }}
+args_schema = {{ type = "object", additionalProperties = false }}
+"""
+    tmp_path.mkdir()
+    [tool] = connector_tools(tmp_path, text)
+    return tool
+
+
+def test_over_streamable_http_an_answer_past_max_response_bytes_is_cut_off(
+    tmp_path, repository, git_server_over_http
+):
+    stage_file(repository, "big.txt", "a line of a large staged file\n" * 4000)
+    whole = diff_reader(tmp_path / "whole", git_server_over_http, "")
+    _, answer = whole.fetch(call_for(whole, str(repository), {}), timeout=TIMEOUT)
+    assert len(answer["text"]) > 100_000
+
+    bounded = diff_reader(tmp_path / "bounded", git_server_over_http, "max_response_bytes = 50000")
+    started = time.monotonic()
+    with pytest.raises(TransientError, match="larger than 50000 bytes"):
+        bounded.fetch(call_for(bounded, str(repository), {}), timeout=TIMEOUT)
+    assert time.monotonic() - started < 5 + 3
+
+
+def test_max_response_bytes_is_for_a_url_server(tmp_path):
+    with pytest.raises(ConnectorError, match=r"max_response_bytes.*is for a url"):
+        one_tool(tmp_path, 'command = ["true"]\nmax_response_bytes = 100')

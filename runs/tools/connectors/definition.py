@@ -24,7 +24,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from control.redaction import redact, redact_document
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import (
     TemplateError,
@@ -45,24 +47,36 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
 }
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _NOT_MEANING = ("retry", "description")
-_SCRUBBED_SHORTER_THAN = 4
 
 
 @dataclass
 class Secrets:
-    """The values a connector's `${VAR}`s expanded to, and the names to show instead."""
+    """The values a connector's `${VAR}`s expanded to (and the names to show instead), and
+    the hosts its kind reaches: what no error of its tools may carry (control.redaction)."""
 
     names: dict[str, str] = field(default_factory=dict)
+    hosts: set[str] = field(default_factory=set)
 
     def scrub(self, text: str) -> str:
-        for value in sorted(self.names, key=len, reverse=True):
-            if len(value) >= _SCRUBBED_SHORTER_THAN:
-                text = text.replace(value, "${" + self.names[value] + "}")
-        return text
+        """text without the secrets, in any encoding, and without any internal address."""
+        shown = {value: "${" + name + "}" for value, name in self.names.items()}
+        return redact(text, secrets=shown, hosts=self.hosts)
+
+    def scrub_answer(self, document: Any) -> Any:
+        """A tool's answer without the secrets and the connector's own hosts; its other
+        URLs may be data (a ticket's link) and stay."""
+        shown = {value: "${" + name + "}" for value, name in self.names.items()}
+        return redact_document(document, secrets=shown, hosts=self.hosts, addresses=False)
+
+    def reach(self, url: str) -> None:
+        """Counts url's host among the addresses no error may show."""
+        host = urlsplit(url).hostname
+        if host:
+            self.hosts.add(host)
 
     @contextmanager
     def scrubbed(self) -> Iterator[None]:
-        """Re-raise any ToolError with the secrets taken out of its message."""
+        """Re-raise any ToolError with the secrets and addresses taken out of its message."""
         try:
             yield
         except ToolError as error:

@@ -8,13 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from runs.tools.bounded import DEFAULT_MAX_RESPONSE_BYTES, AnswerLimits
 from runs.tools.connectors.definition import ToolSpec, check_template
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import Lookup, TemplateError, check_pointer, render
+from runs.tools.errors import InvalidArguments
 
 STATUS_CLASSES = ("transient", "invalid", "conflict", "rejected", "denied", "uncertain")
 
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+_DOT_SEGMENTS = ("", ".", "..")
 
 _JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "object": dict, "array": list}
 
@@ -29,12 +33,27 @@ class Request:
     body: Any
 
     def path_for(self, lookup: Lookup) -> str:
-        """The path with the call's values, each URL-quoted."""
-        return render(self.path, lookup, quote=lambda text: quote(text, safe=""))
+        """The path with the call's values, each one percent-encoded path segment (a `/`,
+        `?`, `#` or `%` in a value is encoded, never a separator); InvalidArguments for a
+        value that would be an empty or dot segment, which a server or urllib3 resolves
+        upwards out of the base path."""
+        try:
+            return render(self.path, lookup, quote=_path_segment)
+        except TemplateError as error:
+            raise InvalidArguments(f"cannot build the path: {error}", field="args") from error
 
     def query(self, lookup: Lookup) -> dict[str, str]:
         filled = render(self.params, lookup)
         return {name: str(value) for name, value in filled.items()}
+
+
+def _path_segment(text: str, placeholder: str) -> str:
+    if text in _DOT_SEGMENTS:
+        raise InvalidArguments(
+            f"{{{placeholder}}} is part of a URL path and cannot be empty, . or .. (got {text!r})",
+            field=placeholder,
+        )
+    return quote(text, safe="")
 
 
 def read_timeout(fields: Fields) -> tuple[float, float] | None:
@@ -51,6 +70,15 @@ def read_timeout(fields: Fields) -> tuple[float, float] | None:
     ):
         raise fields.error("timeout", "must be [connect seconds, read seconds], both > 0")
     return (float(value[0]), float(value[1]))
+
+
+def read_limits(fields: Fields) -> AnswerLimits:
+    """max_response_bytes (default 1 MiB) and max_call_seconds (default: the call's connect
+    and read timeouts added up)."""
+    return AnswerLimits(
+        max_bytes=fields.integer("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, minimum=1),
+        max_seconds=fields.number("max_call_seconds", None, minimum=0.001),
+    )
 
 
 def read_status_classes(fields: Fields) -> dict[int, str]:
@@ -74,9 +102,21 @@ def read_request(fields: Fields, tool: ToolSpec, *, method: str, pointers: bool 
     )
     if not isinstance(request.params, dict):
         raise fields.error("params", "must be a table")
+    _check_path(fields, request.path)
     for name in ("path", "params", "body"):
         check_template(fields, name, getattr(request, name), tool.args_schema, pointers=pointers)
     return request
+
+
+def _check_path(fields: Fields, path: str) -> None:
+    """A path stays under base_url: relative, and nothing in it but path segments (the query
+    string comes from `params`, where every value is encoded)."""
+    if "?" in path or "#" in path:
+        raise fields.error("path", "cannot hold ? or # (put query parameters in params)")
+    if "://" in path or path.startswith("//"):
+        raise fields.error("path", "must be relative to base_url, not a URL")
+    if {".", ".."} & set(path.split("/")):
+        raise fields.error("path", "cannot hold a . or .. dot segment")
 
 
 def read_receipt_templates(fields: Fields, spec: ToolSpec) -> dict[str, Any]:

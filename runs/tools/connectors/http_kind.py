@@ -1,9 +1,10 @@
 """The `http` kind: tools that are requests to a JSON HTTP API.
 
 Connection fields: base_url, headers (each value may hold `${SECRET}`s), timeout
-[connect, read] seconds, status (status code -> class, where the API differs from the
-defaults of runs.tools.http), sign (HMAC-SHA256 of the body for webhook receivers:
-header and secret).
+[connect, read] seconds, max_response_bytes (default 1 MiB) and max_call_seconds (default:
+connect + read) bounding every answer (runs.tools.bounded), status (status code -> class,
+where the API differs from the defaults of runs.tools.http), sign (HMAC-SHA256 of the body
+for webhook receivers: header and secret).
 
 Tool fields: method, path (a template; substituted values are URL-quoted), params (query
 string templates), body (a JSON template), idempotency_header (the header the API
@@ -22,13 +23,16 @@ import hashlib
 import hmac
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
+from runs.tools.bounded import AnswerLimits
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, check_template, tool_spec
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.http_fields import (
     Request,
     read_absent,
+    read_limits,
     read_receipt_templates,
     read_request,
     read_required_types,
@@ -77,9 +81,25 @@ class Connection:
     status: dict[int, str]
     sign_header: str | None
     sign_secret: bytes | None
+    limits: AnswerLimits
 
     def url(self, path: str) -> str:
-        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+        """base_url joined with a rendered path, refused unless it stays under base_url:
+        same scheme and host, under its path, no query or fragment and no dot segment (the
+        one check every request passes, whatever its template)."""
+        url = self.base_url.rstrip("/") + "/" + path.lstrip("/")
+        base, joined = urlsplit(self.base_url), urlsplit(url)
+        segments = joined.path.split("/")
+        if (
+            (joined.scheme, joined.netloc) != (base.scheme, base.netloc)
+            or not joined.path.startswith(base.path.rstrip("/") + "/")
+            or joined.query
+            or joined.fragment
+            or "." in segments
+            or ".." in segments
+        ):
+            raise InvalidArguments("the request path would leave the connector's base URL")
+        return url
 
     def signed(self, data: bytes) -> dict[str, str]:
         if self.sign_header is None or self.sign_secret is None:
@@ -92,6 +112,9 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     base_url = fields.string("base_url")
     if not base_url.startswith(("http://", "https://")):
         raise fields.error("base_url", "must start with http:// or https://")
+    if urlsplit(base_url).query or urlsplit(base_url).fragment:
+        raise fields.error("base_url", "cannot hold a query or fragment (put them in params)")
+    spec.secrets.reach(base_url)
     headers = fields.string_map("headers")
     for name, value in headers.items():
         try:
@@ -111,6 +134,7 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
         status=read_status_classes(fields),
         sign_header=sign_header,
         sign_secret=sign_secret,
+        limits=read_limits(fields),
     )
 
     def build(label: str, tool_fields: Fields, raw: dict[str, Any]) -> HttpTool:
@@ -159,6 +183,18 @@ class HttpTool(ConnectorTool):
             echoes_digest="digest" in self.receipt,
         )
 
+    def normalize(self, *, target: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Also refuses, when proposed rather than when sent, a target or argument that
+        cannot be a path segment of this tool's requests."""
+        target, args = super().normalize(target=target, args=args)
+        # The key and digest are Countersign's own (never empty or a dot segment); any
+        # stand-in shows whether the agent's values fit.
+        lookup = call_lookup(tool=self.name, target=target, args=args, key="k", digest="d")
+        for request in (self.request, self.read_request):
+            if request is not None:
+                self.connection.url(request.path_for(lookup))
+        return target, args
+
     # Writes, and a read_only tool's one GET.
 
     def perform(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
@@ -180,6 +216,7 @@ class HttpTool(ConnectorTool):
             timeout=timeout,
             headers=headers,
             params=self.request.query(lookup),
+            limits=self.connection.limits,
         )
         self._raise_for_status(answer, write=True)
         try:
@@ -257,6 +294,7 @@ class HttpTool(ConnectorTool):
             params=request.query(lookup),
             headers=self.connection.headers,
             timeout=timeout,
+            limits=self.connection.limits,
         )
         if raise_errors:
             self._raise_for_status(answer, write=False)
@@ -264,10 +302,11 @@ class HttpTool(ConnectorTool):
 
     def _raise_for_status(self, answer: HttpAnswer, *, write: bool) -> None:
         declared = self.status.get(answer.status)
+        scrub = self.spec.connector.secrets.scrub
         if declared is None:
-            raise_for_status(answer, write=write)
+            raise_for_status(answer, write=write, redact=scrub)
             return
-        problem_type, detail = answer.problem()
+        problem_type, detail = answer.problem(redact=scrub)
         message = f"HTTP {answer.status}" + (f" {problem_type}" if problem_type else "")
         message += f": {detail}" if detail else ""
         raise _declared_error(declared, message, answer, write=write)

@@ -2,8 +2,9 @@
 
 Connection fields: command (a list of strings: the server started over stdio, with
 optional env, added to a minimal inherited environment, and cwd) or url (Streamable HTTP,
-with optional headers); connect_timeout (seconds to start or reach the server and finish
-its handshake, default 15) and timeout (seconds for one call, default 30). These two bound
+with optional headers, and max_response_bytes: the most of any one answer read, default
+1 MiB); connect_timeout (seconds to start or reach the server and finish its handshake,
+default 15) and timeout (seconds for one call, default 30). These two bound
 every call of the connector's tools, so a tool declares no retry.call_timeout.
 
 Tool fields: upstream_tool (the server's tool this one calls; default: the label),
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control.canonical import canonical_json, content_hash
+from runs.tools.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, tool_spec
 from runs.tools.connectors.fields import Fields
@@ -91,19 +93,24 @@ def _server(spec: ConnectorSpec, fields: Fields) -> Server:
         url = fields.string("url")
         if not url.startswith(("http://", "https://")):
             raise fields.error("url", "must start with http:// or https://")
+        spec.secrets.reach(url)
         for name in ("env", "cwd"):
             if fields.has(name):
                 raise fields.error(name, "is for a command; a url server takes headers")
         return Server(
             url=url,
             headers=tuple(sorted(fields.string_map("headers").items())),
+            max_response_bytes=fields.integer(
+                "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES, minimum=1
+            ),
             shown=spec.secrets.scrub(url),
         )
     command = fields.strings("command")
     if not command or not command[0]:
         raise fields.error("command", "must be the program and its arguments, program first")
-    if fields.has("headers"):
-        raise fields.error("headers", "is for a url; a command server takes env")
+    for name in ("headers", "max_response_bytes"):
+        if fields.has(name):
+            raise fields.error(name, "is for a url; a command server takes env")
     return Server(
         command=tuple(command),
         env=tuple(sorted(fields.string_map("env").items())),

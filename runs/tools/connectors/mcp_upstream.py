@@ -35,6 +35,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.tools.bounded import DEFAULT_MAX_RESPONSE_BYTES
+
 logger = logging.getLogger(__name__)
 
 # How long the worker's thread waits for the loop beyond the call's own bounds.
@@ -71,6 +73,8 @@ class Server:
     cwd: str | None = None
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    # The most of any one HTTP answer read (a tools/call's, a listing's, the event stream's).
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     # How messages and logs name it: the connector passes it with its secrets scrubbed.
     shown: str = field(default="", compare=False)
 
@@ -94,10 +98,13 @@ class Server:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
-        # Each call is bounded by the MCP layer; the HTTP client bounds only connecting.
+        # Each call is bounded in time by the MCP layer; the HTTP client bounds connecting,
+        # and every answer's size.
         http = await stack.enter_async_context(
             httpx2.AsyncClient(
-                headers=dict(self.headers), timeout=httpx2.Timeout(connect_timeout, read=None)
+                headers=dict(self.headers),
+                timeout=httpx2.Timeout(connect_timeout, read=None),
+                transport=_bounded_transport(self.max_response_bytes),
             )
         )
         transport = streamable_http_client(self.url, http_client=http)
@@ -120,6 +127,38 @@ def call_tool(
     )
     # A dead connection costs a listing, a new connection and a listing before the call.
     return upstreams.run(coroutine, bound=3 * connect_timeout + call_timeout)
+
+
+def _bounded_transport(max_bytes: int) -> Any:
+    """httpx's transport whose answers end in an error past max_bytes, read as they come:
+    the SDK then fails the request (a parse error), and a call is Lost, never held whole."""
+    import httpx2
+
+    class TooLarge(httpx2.StreamError):
+        pass
+
+    class Bounded(httpx2.AsyncByteStream):
+        def __init__(self, stream: Any) -> None:
+            self.stream = stream
+
+        async def __aiter__(self) -> Any:
+            seen = 0
+            async for chunk in self.stream:
+                seen += len(chunk)
+                if seen > max_bytes:
+                    raise TooLarge(f"the answer is larger than {max_bytes} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    class Transport(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            response.stream = Bounded(response.stream)
+            return response
+
+    return Transport()
 
 
 async def list_tools(client: Any) -> list[Any]:

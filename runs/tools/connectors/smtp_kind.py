@@ -128,6 +128,7 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
     timeout = fields.number("timeout", None)
     if timeout is not None and timeout <= 0:
         raise fields.error("timeout", "must be a number > 0")
+    spec.secrets.hosts.add(fields.string("host"))
     shared = Connection(
         host=fields.string("host"),
         port=fields.integer("port", DEFAULT_PORTS[tls], minimum=1),

@@ -8,7 +8,8 @@ literal braces.
 
 A string that is exactly one placeholder keeps the value's type (an integer stays an integer);
 if that value is an absent optional argument, the field is left out of its table. A
-placeholder inside longer text is written as text.
+placeholder inside longer text is written as text, and so is every placeholder of a quoted
+template (a path): there each value is quoted, even when it is the whole string.
 """
 
 from __future__ import annotations
@@ -102,8 +103,9 @@ def pointer_lookup(document: Any, fallback: Lookup | None = None) -> Lookup:
     return lookup
 
 
-def render(template: Any, lookup: Lookup, *, quote: Callable[[str], str] | None = None) -> Any:
-    """The template with its placeholders filled; quote() applies to text substitutions."""
+def render(template: Any, lookup: Lookup, *, quote: Callable[[str, str], str] | None = None) -> Any:
+    """The template with its placeholders filled; quote(text, placeholder) applies to text
+    substitutions."""
     if isinstance(template, dict):
         filled = {name: render(value, lookup, quote=quote) for name, value in template.items()}
         return {name: value for name, value in filled.items() if value is not _ABSENT}
@@ -113,7 +115,8 @@ def render(template: Any, lookup: Lookup, *, quote: Callable[[str], str] | None 
     if not isinstance(template, str):
         return template
     whole = _PLACEHOLDER.fullmatch(template)
-    if whole is not None and whole.group(1) is not None:
+    # Quoted text (a path) is always text: a path that is one placeholder is quoted too.
+    if whole is not None and whole.group(1) is not None and quote is None:
         return lookup(whole.group(1))
 
     def substitute(match: re.Match[str]) -> str:
@@ -123,7 +126,7 @@ def render(template: Any, lookup: Lookup, *, quote: Callable[[str], str] | None 
         if value is _ABSENT:
             raise TemplateError(f"{{{match.group(1)}}} is absent and cannot be written as text")
         text = value if isinstance(value, str) else _scalar_text(value, match.group(1))
-        return quote(text) if quote is not None else text
+        return quote(text, match.group(1)) if quote is not None else text
 
     return _PLACEHOLDER.sub(substitute, template)
 

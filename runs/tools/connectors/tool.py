@@ -74,6 +74,12 @@ class ConnectorTool(Tool):
     def definition(self) -> dict[str, Any]:
         return self.spec.meaning
 
+    def redacted(self, text: str) -> str:
+        return self.spec.connector.secrets.scrub(text)
+
+    def redacted_answer(self, document: Any) -> Any:
+        return self.spec.connector.secrets.scrub_answer(document)
+
     # The external system, scrubbed of secrets.
 
     def execute(self, call: ToolCall, *, timeout: Timeout) -> ToolReceipt:
