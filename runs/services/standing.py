@@ -28,7 +28,7 @@ from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_approved
 from runs.selectors import policy_for
-from runs.services.common import action_set_status, outbox_write
+from runs.services.common import action_set_status, outbox_write, refuse_plan_item
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
@@ -125,7 +125,9 @@ def standing_grant_revoke(*, rule: StandingGrant, actor, reason: str) -> Standin
 
 def standing_grant_apply(run: Run, action: Action, *, allowed: bool) -> StandingGrant | None:
     """In the transaction that froze `action`: approves it by the first active rule of its
-    tool that admits it now, counting the use; None when no rule does (a person decides)."""
+    tool that admits it now, counting the use; None when no rule does (a person decides).
+    A rule never approves a plan's item: the plan is decided as a whole, by people."""
+    refuse_plan_item(action)
     if not action.needs_approval or not allowed:
         return None
     now = db_now()
