@@ -80,7 +80,7 @@ def _decided_with_its_plan(target: selectors.LinkTarget) -> None:
         services.refuse_plan_item(target.action)
     except RunsError as error:
         raise LinkRefused(
-            "plan_item", 409, "This write is part of a plan", f"{error}. Nothing was decided."
+            "plan_item", 409, "This write is part of a plan", refusal(error).detail
         ) from None
 
 
