@@ -11,19 +11,15 @@ as before: this step changes nothing but what a query proved.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
 from control.api_auth import actor_of, rate_checked_token
 from control.api_limits import ApiLimited, limit_problem
-from runs.exceptions import RunsError
 from runs.execution import recovery
 from runs.models import TERMINAL_PHASES
 from runs.selectors import run_by_id
-
-logger = logging.getLogger(__name__)
 
 
 def writes_asked_by_key_first(
@@ -40,12 +36,7 @@ def writes_asked_by_key_first(
             return limit_problem(request, limited)
         run = run_by_id(path_params.get("run_id", ""), tenant=token.tenant) if token else None
         if run is not None and run.phase not in TERMINAL_PHASES:
-            try:
-                recovery.run_writes_ask_by_key(run=run, actor=actor_of(token))
-            except RunsError as error:
-                # Another writer moved a write first (a worker sent it again): the cancel
-                # reports what the rows say then, and an in-flight write is in doubt.
-                logger.info("asking run %s's writes by key before its cancel: %s", run.pk, error)
+            recovery.run_writes_ask_by_key(run=run, actor=actor_of(token))
         return operation(request, **path_params)
 
     return wrapper

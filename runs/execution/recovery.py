@@ -7,6 +7,7 @@ runs.execution.protocol.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from django.db import transaction
@@ -15,7 +16,7 @@ from django.utils import timezone
 from control.audit import audit_record
 from control.clock import db_now
 from control.tenancy import APPROVER_ROLES, has_any_role
-from runs.exceptions import InvalidArguments, NotAllowed
+from runs.exceptions import InvalidArguments, NotAllowed, StaleState
 from runs.execution import saga
 from runs.execution.protocol import (
     action_not_resent,
@@ -38,6 +39,7 @@ from runs.tools.calls import ToolReceipt
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY
 
+logger = logging.getLogger(__name__)
 Phase = Run.Phase
 Status = Action.Status
 
@@ -372,6 +374,12 @@ def ask_before_ending(*, action_pk, actor: str) -> str:
     if receipt is None:
         return ASKED_ABSENT
     with transaction.atomic():
+        # Held while the receipt is recorded: a worker's attempt_begin (a compare-and-set on
+        # the status) waits for it and then finds the write done, never sends it again.
+        locked = Action.objects.select_for_update().filter(pk=action.pk)
+        status = locked.values_list("status", flat=True).get()
+        if status not in WAITING_TO_GO_AGAIN:
+            return status  # a worker took it first: in flight, the run's report says so
         receipt_record(
             action_pk=action.pk,
             lease=None,
@@ -420,7 +428,11 @@ def run_cancel_asking_first(*, run: Run, reason: str, actor: str) -> dict:
 
 
 def run_writes_ask_by_key(*, run: Run, actor: str) -> None:
-    """ask_before_ending for each of the run's writes waiting to go again after an attempt."""
+    """ask_before_ending for each of the run's writes waiting to go again after an attempt.
+    A write a worker took meanwhile is left to it: in flight, a stop reports it in doubt."""
     waiting = run.actions.filter(status__in=WAITING_TO_GO_AGAIN, attempt_count__gt=0)
     for action_pk in waiting.values_list("pk", flat=True):
-        ask_before_ending(action_pk=action_pk, actor=actor)
+        try:
+            ask_before_ending(action_pk=action_pk, actor=actor)
+        except StaleState as error:
+            logger.info("asking %s by key before ending it: %s", action_pk, error)
