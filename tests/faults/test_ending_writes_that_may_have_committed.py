@@ -16,6 +16,7 @@ from control.models import AuditEntry
 from runs.execution import protocol, recovery
 from runs.execution.worker import send
 from runs.models import Action
+from runs.record.verification import run_verify
 from runs.services import lease_claim, lease_release
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
@@ -80,6 +81,7 @@ def test_giving_up_on_a_close_that_committed_records_its_receipt_not_a_failure(s
     assert not action.run.events.filter(type="run.failed").exists()
     assert AuditEntry.objects.filter(verb="action.give_up", object_id=str(action.pk)).exists()
     assert Effect.objects.filter(idempotency_key=action.idempotency_key).count() == 1
+    assert run_verify(action.run) == []  # events, replay and the signed checkpoint agree
 
 
 def test_the_give_up_page_says_the_write_was_found_done(client, sandbox):
@@ -165,6 +167,7 @@ def test_when_the_desk_cannot_be_asked_the_write_is_in_doubt_never_not_started(s
     assert "query by key proved nothing" in action.last_error
     call_command("sweep", verbosity=0)  # the outbox opens the case
     assert action.cases.exists()
+    assert run_verify(action.run) == []
 
 
 def test_giving_up_when_the_desk_cannot_be_asked_leaves_the_write_in_doubt(sandbox, settings):
@@ -178,3 +181,26 @@ def test_giving_up_when_the_desk_cannot_be_asked_leaves_the_write_in_doubt(sandb
     action.run.refresh_from_db()
     assert became == action.status == "uncertain"
     assert action.run.phase == "waiting_reconciliation"
+
+
+def test_an_htmx_cancel_shows_the_committed_close_done_and_another_tenant_asks_nothing(
+    client, sandbox
+):
+    action = committed_then_503(sandbox, "ticket-19")
+    cancel = reverse("run_cancel", args=[action.run_id])
+    form = {"reason": "the customer withdrew"}
+
+    stranger = client_for(client, make_user(make_tenant(), "operator")).post(cancel, form)
+    action.refresh_from_db()
+    assert (stranger.status_code, action.status) == (404, "needs_attention")
+
+    response = client_for(client, make_user(action.tenant, "operator")).post(
+        cancel, form, HTTP_HX_REQUEST="true"
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Cancelled: effects report" in page
+    action.refresh_from_db()
+    assert action.status == "succeeded"
+    assert f"receipt <code>{action.receipt.receipt_id}</code>" in page
