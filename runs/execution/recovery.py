@@ -304,6 +304,8 @@ def action_give_up(*, action_pk, user, reason: str) -> str:
     if found == ASKED_ABSENT:
         _give_up(action_pk=action.pk, actor=actor, reason=reason)
         return Status.FAILED
+    if found not in (Status.SUCCEEDED, Status.UNCERTAIN):
+        raise StaleState(f"action {action.action_id} is {found} now, no longer waiting")
     audit_record(
         actor=actor,
         verb="action.give_up",
