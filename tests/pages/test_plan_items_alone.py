@@ -169,21 +169,27 @@ def test_another_tenants_user_gets_404_on_every_per_item_route(
     assert_approved_as_a_whole_and_executed(plan, operator)
 
 
+def signed_link(item: Action, approver, *, plan: Plan | None = None) -> str:
+    """A decision link's token as Countersign signs it, naming `item` alone or with `plan`
+    (links for a plan's item always name its own plan; these are the ones it never mints)."""
+    claims = {
+        "a": str(item.pk),
+        "u": approver.pk,
+        "d": plan.digest if plan else item.intent_digest,
+        "n": f"nonce-{plan.pk if plan else item.pk}",
+        "e": int((plan or item).expires_at.timestamp()),
+    }
+    if plan is not None:
+        claims["p"] = str(plan.pk)
+    return signing.dumps(claims, salt=SALT)
+
+
 def test_a_decision_link_that_names_a_plan_item_alone_is_refused(client, tenant, operator):
     """A link signed for the item without its plan (as links were minted for single intents)
     shows no decision form and decides nothing; the plan is still decided as a whole."""
     plan = closes_plan(tenant)
     item = third(plan)
-    token = signing.dumps(
-        {
-            "a": str(item.pk),
-            "u": operator.pk,
-            "d": item.intent_digest,
-            "n": "a-nonce-of-its-own",
-            "e": int(plan.expires_at.timestamp()),
-        },
-        salt=SALT,
-    )
+    token = signed_link(item, operator)
     client_for(client, operator)
     url = reverse("decision_link", args=[token])
 
@@ -197,3 +203,27 @@ def test_a_decision_link_that_names_a_plan_item_alone_is_refused(client, tenant,
         assert f"/inbox/plans/{plan.pk}/" in page
     assert_nothing_changed(plan)
     assert_approved_as_a_whole_and_executed(plan, operator)
+
+
+def test_a_decision_link_that_pairs_an_item_with_another_plan_decides_nothing(
+    client, tenant, operator
+):
+    """A link decides the plan its write is part of, never another one it names."""
+    plan, other = closes_plan(tenant), closes_plan(tenant)
+    item = third(plan)
+    token = signed_link(item, operator, plan=other)
+    client_for(client, operator)
+
+    response = client.post(
+        reverse("decision_link", args=[token]),
+        {
+            "seen_digest": other.digest,
+            "seen_state_version": other.base_version,
+            "decision": "approve",
+        },
+    )
+
+    assert response.status_code == 409
+    assert "a plan its write is not part of" in response.content.decode()
+    assert_nothing_changed(plan)
+    assert_nothing_changed(other)
