@@ -7,6 +7,7 @@ changes state only through runs.services. POSTs run under control.api_idempotenc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.db import IntegrityError
@@ -21,6 +22,7 @@ from control.api_limits import long_poll_slot
 from control.api_parsing import declared_query_only
 from control.api_problems import problems
 from runs import schemas
+from runs.api_asking import writes_asked_by_key_first
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
 from runs.limits import agent_data_check
 from runs.models import Action, Run
@@ -53,12 +55,14 @@ def get(path: str, **options: Any):
     return register
 
 
-def post(path: str, *, on: Router = router, **options: Any):
+def post(path: str, *, on: Router = router, first: Callable | None = None, **options: Any):
     """router.post under the API's POST rules: no query parameters, one transaction, and
-    Idempotency-Key. `on`: another app module's router (runs.api_plans)."""
+    Idempotency-Key. `on`: another app module's router (runs.api_plans). `first`: a step
+    that runs before all of that, outside the transaction (runs.api_asking)."""
 
     def register(view):
-        decorated = decorate_view(declared_query_only, idempotent_post)(view)
+        steps = (declared_query_only, idempotent_post, *([first] if first else []))
+        decorated = decorate_view(*steps)(view)
         return on.post(path, **options)(decorated)
 
     return register
@@ -393,11 +397,15 @@ def complete_run(request: HttpRequest, run_id: str, payload: schemas.CompleteIn)
 
 
 @post(
-    "/runs/{run_id}/cancel", response={200: schemas.CancelOut, **problems(400, 401, 404, 409, 422)}
+    "/runs/{run_id}/cancel",
+    first=writes_asked_by_key_first,
+    response={200: schemas.CancelOut, **problems(400, 401, 404, 409, 422)},
 )
 def cancel_run(request: HttpRequest, run_id: str, payload: schemas.CancelIn):
     """Cancel the run: not-started actions are cancelled, in-doubt ones stay for
     reconciliation. Answers the report of effects done, in doubt and not started."""
+    # A write whose earlier attempt may have committed was asked for by its key first
+    # (writes_asked_by_key_first): it is done, with its receipt, or in doubt; never not started.
     run = run_or_404(request, run_id)
     report = run_cancel(run=run, reason=payload.reason, actor=actor_of(request.auth))
     run.refresh_from_db()

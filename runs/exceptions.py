@@ -17,6 +17,18 @@ class InvalidTransition(RunsError):
     code = "invalid_transition"
 
 
+class PlanItemAlone(InvalidTransition):
+    """An intent proposed in a plan was asked to be decided (approved, rejected, edited, asked
+    again, granted by a rule) on its own: a plan is decided only as a whole. `plan_pk` names
+    the plan to decide instead."""
+
+    code = "plan_item"
+
+    def __init__(self, message: str, *, plan_pk) -> None:
+        super().__init__(message)
+        self.plan_pk = plan_pk
+
+
 class StaleState(RunsError):
     """Another writer changed the run first (optimistic lock on state_version)."""
 

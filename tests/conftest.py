@@ -9,9 +9,17 @@ import pytest
 from runs.services.definitions import forget_confirmed_definitions
 from tests.git_upstream import GIT_CONNECTOR
 from tests.processes import Workers, redis_queue, sandbox, workers
-from tests.registry import blind_tool, noop_tool, read_tool
+from tests.registry import blind_tool, noop_tool, read_tool, unsent_tool
 
-__all__ = ["blind_tool", "noop_tool", "read_tool", "redis_queue", "sandbox", "workers"]
+__all__ = [
+    "blind_tool",
+    "noop_tool",
+    "read_tool",
+    "redis_queue",
+    "sandbox",
+    "unsent_tool",
+    "workers",
+]
 
 
 @pytest.fixture(autouse=True)

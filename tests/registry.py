@@ -55,6 +55,23 @@ def blind_tool() -> Iterator[Tool]:
         yield tool
 
 
+class UnsentNoop(BenchNoop):
+    """The no-op on a system that never received the send: asked by the key, it holds
+    nothing under it, so a write waiting to go again may end as never sent."""
+
+    name = "unsent.noop"
+    description = "Does nothing; asked by key, it holds nothing."
+
+    def query(self, idempotency_key: str, *, timeout, intent_digest: str | None = None):
+        return None
+
+
+@pytest.fixture
+def unsent_tool() -> Iterator[Tool]:
+    with registered(UnsentNoop()) as tool:
+        yield tool
+
+
 @pytest.fixture
 def read_tool() -> Iterator[Tool]:
     with registered(BenchRead()) as tool:

@@ -209,7 +209,13 @@ def receipt_record(
     final = Status.SATISFIED if satisfied else Status.SUCCEEDED
     action_set_status(
         action,
-        expected={Status.APPROVED, Status.RETRY_WAIT, Status.IN_FLIGHT, Status.UNCERTAIN},
+        expected={
+            Status.APPROVED,
+            Status.RETRY_WAIT,
+            Status.NEEDS_ATTENTION,  # found by key when a person would end it
+            Status.IN_FLIGHT,
+            Status.UNCERTAIN,
+        },
         status=final,
         error_class="",
         last_error="",

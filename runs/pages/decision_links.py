@@ -63,11 +63,25 @@ def _target(request: HttpRequest, claims: LinkClaims) -> selectors.LinkTarget:
         )
     if target.used:
         raise USED
+    _decided_with_its_plan(target)
     if target.plan is not None:
         _plan_still_waits(target.plan.plan, claims)
     else:
         _action_still_waits(target.action, claims)
     return target
+
+
+def _decided_with_its_plan(target: selectors.LinkTarget) -> None:
+    """A link decides a plan's item only as part of its plan (a link that names the plan):
+    one that names the item alone would decide it without the rest."""
+    if target.plan is not None:
+        return
+    try:
+        services.refuse_plan_item(target.action)
+    except RunsError as error:
+        raise LinkRefused(
+            "plan_item", 409, "This write is part of a plan", refusal(error).detail
+        ) from None
 
 
 def _action_still_waits(action: Action, claims: LinkClaims) -> None:

@@ -203,6 +203,7 @@ def _edit_page(request, action, form, *, outcome=None, status=200) -> HttpRespon
         "outcome": outcome,
         "reviewing": valid and outcome is None,
         "next_url": _inbox_return(request),
+        "plan_url": reverse("inbox_plan", args=[action.plan_id]) if action.plan_id else "",
     }
     return render(request, f"{EDIT}#edit-form" if request.htmx else EDIT, context, status=status)
 
@@ -212,6 +213,11 @@ def _edit_page(request, action, form, *, outcome=None, status=200) -> HttpRespon
 def inbox_edit(request: HttpRequest, action_pk) -> HttpResponse:
     action = _action_or_404(request, action_pk)
     form = _edit_form(request, action)
+    try:
+        # Refused before any form is shown: a plan's item is decided only with its plan.
+        services.refuse_plan_item(action)
+    except RunsError as error:
+        return _edit_page(request, action, form, outcome=refusal(error), status=409)
     if request.method == "GET" or not form.is_valid() or request.POST.get("step") != "approve":
         return _edit_page(request, action, form, status=200 if not form.errors else 422)
     try:

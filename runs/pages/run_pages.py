@@ -18,7 +18,7 @@ from control.web import (
     tenant_member,
     with_query,
 )
-from runs import selectors, services
+from runs import selectors
 from runs.exceptions import RunsError
 from runs.execution import recovery
 from runs.models import TERMINAL_PHASES, Run
@@ -107,7 +107,7 @@ def run_cancel(request: HttpRequest, run_id) -> HttpResponse:
     if request.method == "GET" or not form.is_valid():
         return _cancel_page(request, run, form)
     try:
-        services.run_cancel(
+        recovery.run_cancel_asking_first(
             run=run, reason=form.cleaned_data["reason"], actor=request.user.get_username()
         )
     except RunsError as error:
@@ -168,9 +168,23 @@ def action_give_up(request: HttpRequest, run_id, action_pk) -> HttpResponse:
         text = "Say why you give up: the reason is recorded in the audit log."
         return _attention_answer(request, run_id, ok=False, text=text, status=422)
     try:
-        recovery.action_give_up(
+        became = recovery.action_give_up(
             action_pk=action.pk, user=request.user, reason=form.cleaned_data["reason"]
         )
     except RunsError as error:
         return _attention_answer(request, run_id, ok=False, text=str(error), status=409)
-    return _attention_answer(request, run_id, ok=True, text=f"Gave up on {action.action_id}.")
+    return _attention_answer(request, run_id, ok=True, text=GAVE_UP[became](action.action_id))
+
+
+# What giving up answers, by what became of the write once its tool was asked by the key.
+GAVE_UP = {
+    "failed": "Gave up on {}.".format,
+    "succeeded": (
+        "{} was not given up: asked by its key, the tool holds it as done. "
+        "Its receipt is recorded, and it counts as succeeded."
+    ).format,
+    "uncertain": (
+        "{} was not given up: it may have been applied, and asked by its key the tool "
+        "could not tell. It is in doubt: a reconciliation case is open."
+    ).format,
+}

@@ -18,7 +18,7 @@ from runs.services.approvals import (
     own_events_since_proposal,
     run_unchanged_since_proposal,
 )
-from runs.services.common import action_set_status, outbox_write, without
+from runs.services.common import action_set_status, outbox_write, refuse_plan_item, without
 from runs.services.intents import (
     action_ask_again,
     action_edit_and_approve,
@@ -97,6 +97,7 @@ __all__ = [
     "plan_expire",
     "plan_propose",
     "plan_revise",
+    "refuse_plan_item",
     "run_cancel",
     "run_complete",
     "run_end_idle",

@@ -25,7 +25,13 @@ from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB, NOTIFY_JOB
 from runs.record.payloads import action_approved
-from runs.services.common import action_set_status, notify_approvers, outbox_write, without
+from runs.services.common import (
+    action_set_status,
+    notify_approvers,
+    outbox_write,
+    refuse_plan_item,
+    without,
+)
 from runs.services.runs import checkpoint_or_stop
 
 Phase = Run.Phase
@@ -57,8 +63,7 @@ def approval_decide(
     run = action.run
     if not has_any_role(approver, run.tenant, APPROVER_ROLES):
         raise NotAllowed("only an operator of this tenant may decide")
-    if action.plan_id is not None:
-        raise InvalidTransition("this intent is part of a plan: decide the plan as a whole")
+    refuse_plan_item(action)
     if action.status != Status.WAITING_APPROVAL:
         raise InvalidTransition(f"action is {action.status}, not waiting for approval")
     now = db_now()

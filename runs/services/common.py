@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from django.db.models.functions import Now
+from django.urls import reverse
 
 from control.audit import audit_record
 from runs.exceptions import (
     InvalidTransition,
+    PlanItemAlone,
     StaleState,
 )
 from runs.models import (
@@ -64,6 +66,22 @@ def action_set_status(action: Action, *, expected: set[str], status: str, **fiel
     action.status = status
     for name, value in fields.items():
         setattr(action, name, value)
+
+
+def refuse_plan_item(action: Action) -> None:
+    """A plan's intents are decided only with their plan, by plan_decide: approving,
+    rejecting, editing or re-asking one alone would leave the others waiting on an item that
+    can no longer move with them (the plan wedged for good), or send a write no one approved
+    as part of the whole. Every per-item decision calls this first."""
+    if action.plan_id is None:
+        return
+    plan = action.plan
+    where = reverse("inbox_plan", args=[plan.pk])
+    item = "an item" if action.position is None else f"item {action.position + 1}"
+    raise PlanItemAlone(
+        f"this write is {item} of {plan.size} of a plan; decide the plan as a whole at {where}",
+        plan_pk=plan.pk,
+    )
 
 
 def without(work: list[str], action_id: str) -> list[str]:

@@ -41,6 +41,7 @@ from runs.services.common import (
     notify_approvers,
     outbox_write,
     policy_distrusted,
+    refuse_plan_item,
     require_phase,
 )
 from runs.services.definitions import tool_definition_confirm
@@ -262,6 +263,7 @@ def action_edit_and_approve(
     required the new intent waits for another operator instead."""
     if not has_any_role(editor, action.run.tenant, APPROVER_ROLES):
         raise NotAllowed("only an operator of this tenant may edit an intent")
+    refuse_plan_item(action)
     if action.status != Status.WAITING_APPROVAL:
         raise InvalidTransition(f"action is {action.status}, not waiting for approval")
     if seen_digest != action.intent_digest or seen_state_version != action.base_version:
@@ -311,7 +313,9 @@ def action_edit_and_approve(
 
 def action_ask_again(*, action: Action, requester) -> Action:
     """Re-proposes an expired request as a new intent (new logical id, so a new key). A
-    request past its expiry that the sweep has not marked yet is marked expired first."""
+    request past its expiry that the sweep has not marked yet is marked expired first. A
+    plan's item is refused: its plan expired as a whole, and only the agent proposes it again."""
+    refuse_plan_item(action)
     if action.status == Status.WAITING_APPROVAL:
         approval_expire(action=action)
         action.refresh_from_db()

@@ -103,6 +103,8 @@ def decide_by_link(
         raise NotAllowed("this link was sent to someone else")
     if (str(plan.pk) if plan else None) != claims.plan_pk:
         raise NotAllowed("this link names another plan")
+    if plan is not None and action.plan_id != plan.pk:
+        raise NotAllowed("this link names a plan its write is not part of")
     if claims.intent_digest != (plan.digest if plan else action.intent_digest):
         raise GrantMismatch("digest", "the link was sent for another version")
     if not logged_in and not link_only_allowed(action, plan):

@@ -38,7 +38,7 @@ from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_approved
 from runs.record.signed_rows import RULE_ROWS
 from runs.selectors import policy_for
-from runs.services.common import action_set_status, outbox_write
+from runs.services.common import action_set_status, outbox_write, refuse_plan_item
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
 
@@ -182,7 +182,9 @@ def standing_grant_apply(
     when none does (a person decides). Only those rules are locked, and under the lock only
     cheap checks run: the rule is still active and unexpired, reads as it was matched, and
     its limits and approvers allow one more use. A rule whose row does not verify (its
-    limits, approvers or counters written around these services) admits nothing."""
+    limits, approvers or counters written around these services) admits nothing. A rule
+    never approves a plan's item: the plan is decided as a whole, by people."""
+    refuse_plan_item(action)
     if not action.needs_approval or not allowed or not matches:
         return None
     now = db_now()

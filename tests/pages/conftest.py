@@ -56,8 +56,8 @@ def make_waiting(tenant, **fields) -> Action:
     return make_action(make_run(tenant, **run_fields), **fields)
 
 
-def make_expired(tenant, *, actor: str = "tests") -> Action:
-    """A request left unanswered past its expiry, as the sweep leaves it."""
+def expiring_in_a_second(tenant, *, actor: str = "tests") -> None:
+    """ticket.close requests of this tenant expire one second after they are proposed."""
     tool_policy_set(
         tenant=tenant,
         tool="ticket.close",
@@ -67,6 +67,11 @@ def make_expired(tenant, *, actor: str = "tests") -> Action:
         approval_seconds=1,
         actor=actor,
     )
+
+
+def make_expired(tenant, *, actor: str = "tests") -> Action:
+    """A request left unanswered past its expiry, as the sweep leaves it."""
+    expiring_in_a_second(tenant, actor=actor)
     action = make_waiting(tenant)
     time.sleep(1.05)
     action.run.refresh_from_db()

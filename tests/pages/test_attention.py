@@ -13,12 +13,13 @@ from runs.services import lease_claim, lease_release
 from tests.factories import approve, make_action, make_run, make_user
 from tests.pages.conftest import HTMX, client_for, flashed
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("noop_tool")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("noop_tool", "unsent_tool")]
 
 
-def needing_attention(tenant, operator) -> Action:
-    """Transient failures until the retry window closed, as the worker leaves it."""
-    action = make_action(make_run(tenant), tool="bench.noop", target="item-1", args={})
+def needing_attention(tenant, operator, *, tool: str = "unsent.noop") -> Action:
+    """Transient failures until the retry window closed, as the worker leaves it. By default
+    on a tool that, asked by the key, holds nothing: giving up then fails the write."""
+    action = make_action(make_run(tenant), tool=tool, target="item-1", args={})
     approve(action, operator)
     lease = lease_claim(run_id=action.run_id, owner="worker")
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker="worker")
@@ -70,6 +71,29 @@ def test_an_htmx_give_up_renders_the_run_with_the_outcome(operator_client, tenan
     action.refresh_from_db()
     action.run.refresh_from_db()
     assert (action.status, action.run.phase) == ("failed", "failed")
+
+
+def test_giving_up_on_a_write_its_tool_holds_records_it_done_not_failed(
+    operator_client, tenant, operator
+):
+    """The 503 came after the no-op's commit: asked by the key, it holds the write."""
+    action = needing_attention(tenant, operator, tool="bench.noop")
+    response = operator_client.post(
+        url("action_give_up", action), {"reason": "the desk is retired"}, **HTMX
+    )
+    assert response.status_code == 200
+    assert "was not given up: asked by its key, the tool holds it as done" in (
+        response.content.decode()
+    )
+    action.refresh_from_db()
+    action.run.refresh_from_db()
+    assert (action.status, action.receipt.source, action.run.phase) == (
+        "succeeded",
+        "query",
+        "running",
+    )
+    audit = AuditEntry.objects.get(verb="action.give_up", object_id=str(action.pk))
+    assert audit.data == {"refused": "asked by its key, the write is succeeded"}
 
 
 def test_giving_up_without_a_reason_changes_nothing(operator_client, tenant, operator):
