@@ -18,10 +18,9 @@ from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionR
 from reconciliation.models import ReconciliationCase
 from runs.execution import protocol, recovery, saga
 from runs.models import Action, Receipt
-from runs.selectors import policy_for
+from runs.selectors import policy_for, tenant_tool
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
-from runs.tools.registry import get_tool
 
 # Seconds before each automatic probe; after the last one a person decides.
 PROBE_DELAYS = (0.0, 2.0, 8.0)
@@ -181,7 +180,9 @@ def case_resolve(
             "evidence) or abandon (the step stays done)"
         )
     try:
-        tool = get_tool(action.tool, action.contract_version)
+        tool = tenant_tool(
+            tenant=case.tenant, name=action.tool, contract_version=action.contract_version
+        )
     except tool_errors.UnsupportedTool as error:
         if resolution in (Resolution.NOT_APPLIED, Resolution.COMPENSATE):
             raise ResolutionRefused(

@@ -18,6 +18,7 @@ from runs.services.approvals import (
     run_unchanged_since_proposal,
 )
 from runs.services.common import action_set_status, outbox_write, without
+from runs.services.connectors import connectors_disable, connectors_enable
 from runs.services.intents import (
     COMPENSATION_PREFIX,
     action_ask_again,
@@ -75,6 +76,8 @@ __all__ = [
     "approval_escalate",
     "approval_expire",
     "approval_warn_expiring",
+    "connectors_disable",
+    "connectors_enable",
     "decide_by_link",
     "grant_check",
     "grant_problem",

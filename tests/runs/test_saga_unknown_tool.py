@@ -60,5 +60,5 @@ def test_a_completed_step_of_a_removed_connector_is_named_not_guessed(sandbox, t
     run.refresh_from_db()
     assert (close.status, close.error_class) == ("failed", "invalid_arguments")
     assert run.phase == "failed"
-    assert "cannot tell whether charge (payment.charge v1) need undoing" in run.stop_reason
+    assert "cannot tell whether charge (payment.charge v1) needs undoing" in run.stop_reason
     assert not run.actions.filter(action_id="undo-charge").exists()
