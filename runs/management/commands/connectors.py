@@ -65,7 +65,7 @@ def _environ(path: str) -> dict[str, str]:
 
 
 class Command(BaseCommand):
-    help = "Check connector files, or list every tool they define."
+    help = "Check connector files, list the tools they define, enable or disable them per tenant."
     # A broken file must be checkable: the connectors system check would refuse to start.
     requires_system_checks: ClassVar[list[str]] = []
 
