@@ -40,6 +40,7 @@ from control.services import member_add, tenant_create
 from runs.execution.drain import drain
 from runs.models import OPEN_ACTION_STATUSES, Action, Checkpoint, OutboxMessage
 from runs.record.outbox import relay
+from runs.services import connectors_enable
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import get_tool, register_tool
 
@@ -63,6 +64,12 @@ class BenchTenant:
 def make_bench_tenant(label: str) -> BenchTenant:
     name = f"bench-{label}-{uuid.uuid4().hex[:8]}"
     tenant = tenant_create(name=name, actor="bench")
+    # A new tenant reaches no connector: the bench's tools (bench.noop, bench.read), reads
+    # run at once as their declarations say.
+    ensure_bench_tool()
+    connectors_enable(
+        tenant=tenant, connectors=["bench"], actor="bench", reads_without_approval=True
+    )
     member_add(
         tenant=tenant,
         username=f"{name}-operator",

@@ -35,6 +35,7 @@ from bench.processes import Children, wait_for
 from reconciliation.models import ReconciliationCase
 from runs.models import Action
 from runs.record.verification import run_verify
+from runs.services import connectors_enable
 from sandbox.models import Effect
 
 TERMINAL = {"succeeded", "satisfied", "failed", "rejected", "expired", "cancelled", "superseded"}
@@ -136,6 +137,8 @@ class Soak:
             self._start_processes()
             bench = make_bench_tenant(f"soak{self.tag}")
             self.tenant = bench.tenant
+            # Its writes go to the sandbox's notifier and payments: enabled like any tenant's.
+            connectors_enable(tenant=bench.tenant, connectors=["notify", "payment"], actor="soak")
             self._chaos_while_seeding(bench)
             self._quiet_phase()
         finally:

@@ -26,9 +26,9 @@ from reconciliation.services import (
 )
 from runs.execution import protocol, recovery
 from runs.models import Action, Receipt
+from runs.selectors import tenant_tool
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
-from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,9 @@ def _claim_probe(case_pk) -> ReconciliationCase | None:
     ).update(next_probe_at=now + timedelta(minutes=5))
     if claimed != 1:
         return None
-    return ReconciliationCase.objects.select_related("action", "action__run").get(pk=case_pk)
+    return ReconciliationCase.objects.select_related("action", "action__run__tenant").get(
+        pk=case_pk
+    )
 
 
 def probe_due_cases(*, limit: int = 50) -> int:
@@ -67,7 +69,10 @@ def _probe(action: Action) -> tuple[dict, ToolReceipt | None, bool]:
     found" is definitive and the tool dedupes by key."""
     finding: dict = {"at": timezone.now().isoformat()}
     try:
-        tool = get_tool(action.tool, action.contract_version)
+        # A connector the tenant disabled is not asked either: finding says so, a person decides.
+        tool = tenant_tool(
+            tenant=action.run.tenant, name=action.tool, contract_version=action.contract_version
+        )
     except tool_errors.UnsupportedTool as error:
         finding["query"] = finding["read"] = f"{error.error_class}: {error}"
         return finding, None, False

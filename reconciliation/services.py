@@ -19,9 +19,9 @@ from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import case_needs_four_eyes, policy_four_eyes
 from runs.execution import protocol, recovery, saga
 from runs.models import Action, Receipt
+from runs.selectors import tenant_tool
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
-from runs.tools.registry import get_tool
 
 # Seconds before each automatic probe; after the last one a person decides.
 PROBE_DELAYS = (0.0, 2.0, 8.0)
@@ -182,7 +182,9 @@ def case_resolve(
             "evidence) or abandon (the step stays done)"
         )
     try:
-        tool = get_tool(action.tool, action.contract_version)
+        tool = tenant_tool(
+            tenant=case.tenant, name=action.tool, contract_version=action.contract_version
+        )
     except tool_errors.UnsupportedTool as error:
         if resolution in (Resolution.NOT_APPLIED, Resolution.COMPENSATE):
             raise ResolutionRefused(

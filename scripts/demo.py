@@ -85,6 +85,10 @@ def process_specs(port: int) -> list[ProcessSpec]:
     ]
 
 
+# The sandbox's connectors (connectors/demo.toml), the only ones the demo tenant reaches.
+DEMO_CONNECTORS = ("ticket", "notify", "payment")
+
+
 def setup_steps(passwords: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
     """Commands run once, in order, before the children start; each must exit 0."""
     steps = [
@@ -92,6 +96,16 @@ def setup_steps(passwords: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         ("migrate the sandbox", (*MANAGE, "migrate", "--database", "sandbox", "--noinput")),
         ("reset the sandbox", (*MANAGE, "sandbox_reset")),
         (f"tenant {DEMO_TENANT}", (*MANAGE, "createtenant", DEMO_TENANT, "--if-missing")),
+        # A new tenant reaches no external system: the sandbox's connectors (ticket, notify,
+        # payment), with ticket.lookup answering the MCP gateway at once.
+        (
+            f"connectors for {DEMO_TENANT}",
+            (
+                *MANAGE,
+                *("connectors", "enable", "--tenant", DEMO_TENANT, *DEMO_CONNECTORS),
+                "--reads-without-approval",
+            ),
+        ),
     ]
     for username in DEMO_USERS:
         add_member = (

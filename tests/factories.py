@@ -17,6 +17,7 @@ from runs.services import (
     action_propose,
     approval_decide,
     approval_expire,
+    connectors_enable,
     observation_record,
     plan_decide,
     plan_propose,
@@ -27,8 +28,25 @@ from runs.services import (
 _sequence = count(1)
 
 
-def make_tenant(name: str | None = None) -> Tenant:
-    return tenant_create(name=name or f"tenant-{next(_sequence)}", actor="tests")
+def make_tenant(name: str | None = None, *, connectors: bool = True) -> Tenant:
+    """A tenant; with `connectors`, every connector this process knows now is enabled for
+    it, reads without approval, as a tenant that uses them is set up (a tool registered
+    later is enabled by tests.registry.registered). Without: a new tenant as it really
+    starts, reaching nothing."""
+    tenant = tenant_create(name=name or f"tenant-{next(_sequence)}", actor="tests")
+    if connectors:
+        enable_connectors(tenant)
+    return tenant
+
+
+def enable_connectors(tenant: Tenant, *names: str, reads_without_approval: bool = True) -> None:
+    """Enables the named connectors (none named: every one known) through the service."""
+    connectors_enable(
+        tenant=tenant,
+        connectors=list(names) or None,
+        actor="tests",
+        reads_without_approval=reads_without_approval,
+    )
 
 
 def make_user(tenant: Tenant, *roles: str, username: str | None = None):

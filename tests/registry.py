@@ -9,20 +9,33 @@ from pathlib import Path
 import pytest
 
 from bench.tools import BenchNoop, BenchRead
+from control.models import Tenant
 from runs.tools.base import Tool
 from runs.tools.connectors.files import load_files
 from runs.tools.registry import register_tool, unregister_tool
+from tests.factories import enable_connectors
 
 
 @contextlib.contextmanager
 def registered(tool: Tool) -> Iterator[Tool]:
     """`tool` is in this process's registry for the block, and gone after it; worker
-    processes the test starts do not have it."""
+    processes the test starts do not have it. Its connector is enabled for the tenants that
+    already exist (tests.factories.make_tenant enables it for those made later)."""
     register_tool(tool)
+    _enable_for_existing_tenants(tool.connector)
     try:
         yield tool
     finally:
         unregister_tool(tool)
+
+
+def _enable_for_existing_tenants(connector: str) -> None:
+    try:
+        tenants = list(Tenant.objects.all())
+    except RuntimeError:
+        return  # pytest-django: this test (or this fixture, so far) has no database
+    for tenant in tenants:
+        enable_connectors(tenant, connector)
 
 
 def connector_tools(

@@ -41,6 +41,7 @@ from runs.models import Action, Checkpoint
 from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify
 from runs.record.events import LeaseToken
+from runs.selectors import connectors_enabled_for
 from runs.tools import errors as tool_errors
 from runs.tools.base import Tool
 from runs.tools.registry import get_tool
@@ -110,10 +111,11 @@ def _split(claims, policy: RetryPolicy) -> tuple[list[batch.Step], list]:
         state_version=F("run__state_version"),
     )
     checkpoints = dict(signed.values_list("run_id", "body"))
+    enabled = connectors_enabled_for(action.tenant_id for action in actions.values())
     steps, single = [], []
     for action_pk, lease in claims:
         action = actions.get(action_pk)
-        step = action and _step(action, lease, checkpoints.get(action.run_id), policy)
+        step = action and _step(action, lease, checkpoints.get(action.run_id), policy, enabled)
         if step:
             steps.append(step)
         else:
@@ -121,14 +123,19 @@ def _split(claims, policy: RetryPolicy) -> tuple[list[batch.Step], list]:
     return steps, single
 
 
-def _step(action: Action, lease: LeaseToken, checkpoint: str | None, policy) -> batch.Step | None:
-    """A batch step for `action` when nothing about it needs the single protocol."""
+def _step(
+    action: Action, lease: LeaseToken, checkpoint: str | None, policy, enabled: dict
+) -> batch.Step | None:
+    """A batch step for `action` when nothing about it needs the single protocol. `enabled`:
+    connectors_enabled_for the claimed actions' tenants."""
     if action.status not in (Status.APPROVED, Status.RETRY_WAIT) or is_compensation(action):
         return None
     try:
         tool = get_tool(action.tool, action.contract_version)
     except tool_errors.UnsupportedTool:
         return None
+    if (action.tenant_id, tool.connector) not in enabled:
+        return None  # the single protocol fails it closed, saying why
     if not begins_in_batch(tool):
         return None
     if checkpoint is None:

@@ -197,16 +197,24 @@ def action_uncertain(
 
 
 @transaction.atomic
-def action_unsupported(*, action_pk, lease: LeaseToken, detail: str, worker: str) -> None:
-    """The action's tool (or its contract version) is no longer registered. Not yet sent: it
-    fails closed and the run stops with the reason. In flight: nothing can query it, so it is
-    uncertain and a person reconciles it."""
+def action_unsupported(
+    *,
+    action_pk,
+    lease: LeaseToken,
+    detail: str,
+    worker: str,
+    error_class: str = "unsupported_tool",
+) -> None:
+    """The action's tool (or its contract version) is no longer registered, or its connector
+    is no longer enabled for the tenant (error_class `connector_not_enabled`). Not yet sent:
+    it fails closed and the run stops with the reason. In flight: nothing may query it, so
+    it is uncertain and a person reconciles it."""
     action, run = load_action(action_pk)
     if action.status == Status.IN_FLIGHT:
         action_uncertain(
             action_pk=action_pk,
             lease=lease,
-            reason="unsupported_tool",
+            reason=error_class,
             detail=detail,
             worker=worker,
         )
@@ -215,7 +223,7 @@ def action_unsupported(*, action_pk, lease: LeaseToken, detail: str, worker: str
         action,
         expected={Status.APPROVED, Status.RETRY_WAIT},
         status=Status.FAILED,
-        error_class="unsupported_tool",
+        error_class=error_class,
         last_error=detail[:2000],
     )
     reason = f"{action.action_id} ({action.tool} {action.contract_version}): {detail}"[:2000]

@@ -7,7 +7,9 @@ original reason. A compensation that ends uncertain becomes a reconciliation cas
 other write. One that fails for good is not compensated itself: it opens a case for a person
 (reason `compensation_failed`: undo it by hand, or accept it stays done), the remaining
 compensations go on, and the run ends failed with its original reason and what was not undone.
-A completed step whose tool is no longer configured cannot be judged: the stop reason names it.
+A completed step whose tool is no longer configured cannot be judged, and one whose
+compensation's connector is not enabled for the tenant cannot be undone: the stop reason
+names each.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from control.canonical import content_hash
 from runs.models import TERMINAL_PHASES, Action, Run
 from runs.record.events import LeaseToken, append_event
 from runs.record.outbox import OPEN_CASE_JOB
+from runs.selectors import connectors_enabled, tenant_tool
 from runs.services import (
     COMPENSATION_PREFIX,
     action_propose,
@@ -34,26 +37,38 @@ def is_compensation(action: Action) -> bool:
     return action.action_id.startswith(COMPENSATION_PREFIX)
 
 
-def _completed_steps(run: Run) -> tuple[list[Action], list[Action]]:
-    """The run's completed writes whose tools declare a compensation, most recent first; and
-    those whose tools this server no longer knows, so nobody can tell whether they need undoing."""
+def _completed_steps(run: Run) -> tuple[list[Action], list[str]]:
+    """The run's completed writes whose tools declare a compensation the tenant may send,
+    most recent first; and why each of the others that may need undoing cannot be: its tool
+    is no longer configured (nobody can tell), or its compensation's connector is not
+    enabled for the tenant."""
     done = (
         run.actions.filter(status=Action.Status.SUCCEEDED)
         .select_related("receipt")
         .order_by("-receipt__created_at")
     )
-    compensable, unknown = [], []
+    enabled = connectors_enabled(tenant=run.tenant)
+    compensable, problems = [], []
     for action in done:
         if is_compensation(action):
             continue
+        step = f"{action.action_id} ({action.tool} {action.contract_version})"
         try:
             tool = get_tool(action.tool, action.contract_version)
         except UnsupportedTool:
-            unknown.append(action)
+            problems.append(
+                f"cannot tell whether {step} needs undoing: not configured on this server"
+            )
             continue
-        if tool.compensation:
-            compensable.append(action)
-    return compensable, unknown
+        if not tool.compensation:
+            continue
+        try:
+            tenant_tool(tenant=run.tenant, name=tool.compensation, enabled=enabled)
+        except UnsupportedTool as error:
+            problems.append(f"cannot undo {step}: {error}")
+            continue
+        compensable.append(action)
+    return compensable, problems
 
 
 def step_failed(
@@ -75,11 +90,10 @@ def step_failed(
         return
     stopped = run.phase in TERMINAL_PHASES
     compensating = run.plan.get("compensate_on_failure") and not stopped
-    queue, unknown = _completed_steps(run) if compensating else ([], [])
-    if unknown:
+    queue, problems = _completed_steps(run) if compensating else ([], [])
+    if problems:
         # Fail closed: say so where a person reads why the run ended, never guess.
-        steps = ", ".join(f"{a.action_id} ({a.tool} {a.contract_version})" for a in unknown)
-        reason += f" [cannot tell whether {steps} need undoing: not configured on this server]"
+        reason += f" [{'; '.join(problems)}]"
     if not queue:
         _action_failed(
             run,

@@ -33,7 +33,7 @@ from runs.record.checkpoints import (
 )
 from runs.record.direct_sql import compiled_rows
 from runs.record.events import LeaseToken, check_lease
-from runs.selectors import orphaned_actions, ready_actions
+from runs.selectors import orphaned_actions, ready_actions, tenant_tool
 from runs.services import lease_release, leases_claim, run_stop, run_stop_unsigned
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall, ToolReceipt
@@ -94,16 +94,27 @@ def process_action(
     *, action_pk, lease: LeaseToken, worker: str, policy: RetryPolicy = DEFAULT_POLICY
 ) -> None:
     try:
-        action = Action.objects.select_related("run", "observation").get(pk=action_pk)
+        action = Action.objects.select_related("run", "run__tenant", "observation").get(
+            pk=action_pk
+        )
         state = _verified_state(action.run, lease, worker)
         released = False
         # A refused checkpoint stopped the run for a person: only the lease goes back.
         if state is not None:
             try:
-                tool = get_tool(action.tool, action.contract_version)
+                # Read now, not when approved: a connector disabled since stops it here.
+                tool = tenant_tool(
+                    tenant=action.run.tenant,
+                    name=action.tool,
+                    contract_version=action.contract_version,
+                )
             except tool_errors.UnsupportedTool as error:
                 recovery.action_unsupported(
-                    action_pk=action.pk, lease=lease, detail=str(error), worker=worker
+                    action_pk=action.pk,
+                    lease=lease,
+                    detail=str(error),
+                    worker=worker,
+                    error_class=error.error_class,
                 )
             else:
                 # A tool's own retry limits, window and timeouts, where it declares them.
@@ -327,11 +338,18 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
     if action.status != Status.IN_FLIGHT:
         return
     try:
-        tool = get_tool(action.tool, action.contract_version)
+        tool = tenant_tool(
+            tenant=action.run.tenant, name=action.tool, contract_version=action.contract_version
+        )
     except tool_errors.UnsupportedTool as error:
-        # Retired while the call was out: nothing can query it, so a person reconciles it.
+        # Retired, or its connector disabled for the tenant, while the call was out: nothing
+        # may query it, so a person reconciles it.
         recovery.action_unsupported(
-            action_pk=action.pk, lease=lease, detail=str(error), worker=worker
+            action_pk=action.pk,
+            lease=lease,
+            detail=str(error),
+            worker=worker,
+            error_class=error.error_class,
         )
         return
     last = action.attempts.order_by("-number").first()

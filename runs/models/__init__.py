@@ -7,6 +7,7 @@ itself (a trigger refuses UPDATE and DELETE: migration 0002).
 
 from __future__ import annotations
 
+from runs.models.connectors import ConnectorEnablement
 from runs.models.gateway import McpAgent, McpAgentRun, McpSession
 from runs.models.grants import StandingGrant, StandingGrantApproval
 from runs.models.intents import (
@@ -30,6 +31,7 @@ __all__ = [
     "Approval",
     "Attempt",
     "Checkpoint",
+    "ConnectorEnablement",
     "DecisionLinkUse",
     "Escalation",
     "Lease",

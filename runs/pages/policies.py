@@ -20,7 +20,6 @@ from runs.pages.forms import (
     ToolPolicyForm,
     tool_names,
 )
-from runs.tools.registry import get_tool
 
 POLICIES = "runs/toolpolicy_list.html"
 
@@ -28,6 +27,11 @@ POLICIES = "runs/toolpolicy_list.html"
 @transaction.atomic
 def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[ToolPolicyForm]:
     stored = selectors.tool_policies(tenant=tenant)
+    # Without a policy of its own, what the tenant gets: a read of a connector not allowed
+    # reads without approval needs one (a tool of no enabled connector: shown as needing one).
+    defaults = {
+        entry["name"]: entry["needs_approval"] for entry in selectors.tool_catalog(tenant=tenant)
+    }
     forms = []
     for tool in tool_names():
         if posted is not None and posted.data.get("tool") == tool:
@@ -37,7 +41,7 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
         policy = stored.get(tool)
         initial = {
             "tool": tool,
-            "needs_approval": policy.needs_approval if policy else get_tool(tool).needs_approval,
+            "needs_approval": policy.needs_approval if policy else defaults.get(tool, True),
             "four_eyes": policy.four_eyes if policy else False,
             "required_approvals": policy.required_approvals if policy else 1,
             "standing_grants_allowed": policy.standing_grants_allowed if policy else True,

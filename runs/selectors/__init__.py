@@ -6,6 +6,14 @@ receipts ledger). Callers import from `runs.selectors`.
 
 from __future__ import annotations
 
+from runs.selectors.connectors import (
+    connectors_enabled,
+    connectors_enabled_for,
+    default_needs_approval,
+    enablements,
+    known_connectors,
+    tenant_tool,
+)
 from runs.selectors.core import (
     Policy,
     action_frozen_under,
@@ -98,8 +106,12 @@ __all__ = [
     "any_action_due",
     "approval_overrides",
     "completed_action_ids",
+    "connectors_enabled",
+    "connectors_enabled_for",
     "decision_link_target",
+    "default_needs_approval",
     "duplicate_intents",
+    "enablements",
     "escalations_due",
     "idle_mcp_runs",
     "inbox_expired",
@@ -107,6 +119,7 @@ __all__ = [
     "inbox_plans",
     "inbox_proposers",
     "inbox_waiting_count",
+    "known_connectors",
     "latest_case",
     "latest_observation",
     "ledger_page",
@@ -126,6 +139,7 @@ __all__ = [
     "run_page",
     "runs_newest_first",
     "standing_rules",
+    "tenant_tool",
     "tool_catalog",
     "tool_policies",
     "verified_policies",

@@ -21,8 +21,9 @@ from runs.models import (
     ToolPolicy,
 )
 from runs.record.signed_rows import POLICY_ROWS
+from runs.selectors.connectors import connectors_enabled, default_needs_approval, tenant_tool
 from runs.tools.errors import UnsupportedTool
-from runs.tools.registry import all_tools, get_tool
+from runs.tools.registry import all_tools
 
 
 def run_by_id(run_id: str, *, tenant=None) -> Run | None:
@@ -89,12 +90,17 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
             row.approval_seconds,
             row.standing_grants_allowed,
         )
-    # No row: the tool's definition decides, from the connector file, which no database
-    # writer can change.
+    # No row: the tool's definition decides, from the connector file, with the tenant's
+    # enablement of its connector (signed: runs.record.signed_rows).
+    enabled = connectors_enabled(tenant=tenant)
     try:
-        needs_approval = get_tool(tool).needs_approval
+        adapter = tenant_tool(tenant=tenant, name=tool, enabled=enabled)
     except UnsupportedTool:
-        needs_approval = True  # fail closed: a tool no longer registered needs a person
+        # Fail closed: a tool no longer registered, or not enabled here, needs a person.
+        needs_approval = True
+    else:
+        reads = enabled[adapter.connector]
+        needs_approval = default_needs_approval(adapter, reads_without_approval=reads)
     return Policy(
         needs_approval=needs_approval,
         four_eyes=False,
@@ -248,12 +254,18 @@ def approval_overrides(*, tenant: Tenant) -> dict[str, bool]:
 
 
 def tool_catalog(*, tenant: Tenant) -> list[dict[str, Any]]:
-    """Every tool at every contract version as Tool.describe() says, with needs_approval as
-    this tenant's policy says: what GET /api/v1/tools and the tools page show (one query)."""
+    """Every tool at every contract version of the connectors enabled for this tenant, as
+    Tool.describe() says, with needs_approval as this tenant's policy says (else the tool's
+    default for it: default_needs_approval): what GET /api/v1/tools, the tools page and the
+    MCP gateway's tools/list show (two queries)."""
     policies = approval_overrides(tenant=tenant)
+    enabled = connectors_enabled(tenant=tenant)
     catalog = []
     for tool in all_tools():
+        if tool.connector not in enabled:
+            continue
         described = tool.describe()
-        described["needs_approval"] = policies.get(tool.name, described["needs_approval"])
+        default = default_needs_approval(tool, reads_without_approval=enabled[tool.connector])
+        described["needs_approval"] = policies.get(tool.name, default)
         catalog.append(described)
     return catalog

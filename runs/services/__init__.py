@@ -19,6 +19,7 @@ from runs.services.approvals import (
     run_unchanged_since_proposal,
 )
 from runs.services.common import action_set_status, outbox_write, refuse_plan_item, without
+from runs.services.connectors import connectors_disable, connectors_enable
 from runs.services.intents import (
     action_ask_again,
     action_edit_and_approve,
@@ -78,6 +79,8 @@ __all__ = [
     "approval_expire",
     "approval_warn_expiring",
     "checkpoint_or_stop",
+    "connectors_disable",
+    "connectors_enable",
     "decide_by_link",
     "grant_check",
     "grant_problem",

@@ -30,7 +30,7 @@ from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_proposed
-from runs.selectors import policy_for
+from runs.selectors import policy_for, tenant_tool
 from runs.services.approvals import (
     approval_decide,
     approval_expire,
@@ -48,7 +48,6 @@ from runs.services.definitions import tool_definition_confirm
 from runs.services.runs import checkpoint_or_stop, run_enforce_limits
 from runs.services.standing import standing_grant_apply, standing_rules_matching
 from runs.tools import errors as tool_errors
-from runs.tools.registry import get_tool
 
 Phase = Run.Phase
 Status = Action.Status
@@ -126,13 +125,16 @@ def intent_frozen(
 ) -> tuple[str, dict, str]:
     """(target, args, digest) of an intent in normal form, or InvalidArguments naming what
     is wrong: a reserved id, a tool or version not configured, arguments the tool refuses,
-    a key that cannot be built. The tool's frozen definition is confirmed."""
+    a key that cannot be built, a tool whose connector the run's tenant has not enabled.
+    The tool's frozen definition is confirmed."""
     refusal = None if derived else reserved_action_id_refusal(action_id)
     if refusal is not None:
         raise InvalidArguments(refusal)
     try:
-        adapter = get_tool(tool, contract_version)
+        adapter = tenant_tool(tenant=run.tenant, name=tool, contract_version=contract_version)
         target, args = adapter.normalize(target=target, args=args)
+    except tool_errors.ConnectorNotEnabled as error:
+        raise InvalidArguments(f"tool {tool!r} is not enabled for this tenant: {error}") from None
     except tool_errors.ToolError as error:
         raise InvalidArguments(str(error)) from None
     tool_definition_confirm(tool=adapter)

@@ -75,6 +75,16 @@ class UnsupportedTool(ToolError):
     error_class = "unsupported_tool"
 
 
+class ConnectorNotEnabled(UnsupportedTool):
+    """The tool is configured, but its connector is not enabled for the tenant asking."""
+
+    error_class = "connector_not_enabled"
+
+    def __init__(self, *, tool: str, connector: str, tenant: str) -> None:
+        super().__init__(f"connector {connector!r} is not enabled for tenant {tenant!r}")
+        self.tool, self.connector, self.tenant = tool, connector, tenant
+
+
 class ResultUncertain(ToolError):
     """The request may have been applied: never a failure, never blindly sent again."""
 

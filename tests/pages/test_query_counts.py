@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 INBOX_QUERIES = 10
 RUN_LIST_QUERIES = 5
 RUN_PAGE_QUERIES = 11
-TOOL_LIST_QUERIES = 4  # the tenant's tool policies, in one
+TOOL_LIST_QUERIES = 5  # the tenant's tool policies, in one; its enabled connectors, in one
 
 
 def add_waiting(tenant, count: int) -> None:

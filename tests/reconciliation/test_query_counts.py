@@ -26,8 +26,8 @@ pytestmark = pytest.mark.django_db
 # Session, user, memberships; then the counts, the page of cases, the cases being probed.
 QUEUE_QUERIES = 6
 # Session, user, memberships; then the case, its attempts, the run's other writes, the case's
-# audit history, the tool's policy.
-CASE_QUERIES = 8
+# audit history, the tool's policy (and, the tenant having set none, its enabled connectors).
+CASE_QUERIES = 9
 
 
 @pytest.fixture(autouse=True)

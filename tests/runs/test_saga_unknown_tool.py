@@ -1,12 +1,13 @@
 """A saga never guesses about a completed step whose tool the server no longer knows (its
-connector was removed): the run ends failed and its stop reason names the step for a person."""
+connector was removed), nor proposes an undo the tenant may no longer send (its connector
+disabled): the run ends failed and its stop reason names the step for a person."""
 
 from __future__ import annotations
 
 import pytest
 
 from runs.execution.worker import process_action
-from runs.services import lease_claim
+from runs.services import connectors_disable, lease_claim
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.registry import connector_tools, registered
 
@@ -60,5 +61,37 @@ def test_a_completed_step_of_a_removed_connector_is_named_not_guessed(sandbox, t
     run.refresh_from_db()
     assert (close.status, close.error_class) == ("failed", "invalid_arguments")
     assert run.phase == "failed"
-    assert "cannot tell whether charge (payment.charge v1) need undoing" in run.stop_reason
+    assert "cannot tell whether charge (payment.charge v1) needs undoing" in run.stop_reason
+    assert not run.actions.filter(action_id="undo-charge").exists()
+
+
+def test_a_step_whose_compensation_is_no_longer_enabled_for_the_tenant_is_named(sandbox, tmp_path):
+    tenant = make_tenant()
+    operator = make_user(tenant, "operator")
+    run = make_run(tenant, goal="charge, then close", plan={"compensate_on_failure": True})
+    charge = make_action(
+        run,
+        tool="payment.charge",
+        target="cus_43",
+        action_id="charge",
+        args={"amount_cents": 2500, "currency": "EUR"},
+    )
+    approve(charge, operator)
+    run_once(charge)
+    assert charge.status == "succeeded"
+
+    [desk] = connector_tools(tmp_path, LOST_DESK, environ={"COUNTERSIGN_SANDBOX_URL": sandbox})
+    with registered(desk):
+        close = make_action(run, tool="desk.close", target="t-2", action_id="close", args={})
+        approve(close, operator)
+        connectors_disable(tenant=tenant, connectors=["payment"], actor="admin")
+        run_once(close)
+
+    run.refresh_from_db()
+    assert (close.status, close.error_class) == ("failed", "invalid_arguments")
+    assert run.phase == "failed"
+    assert (
+        f"cannot undo charge (payment.charge v1): connector 'payment' is not enabled for "
+        f"tenant '{tenant.name}'"
+    ) in run.stop_reason
     assert not run.actions.filter(action_id="undo-charge").exists()

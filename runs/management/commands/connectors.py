@@ -1,10 +1,14 @@
-"""`manage.py connectors check [FILE...]`, `connectors list` and
+"""`manage.py connectors check [FILE...]`, `connectors list [--tenant NAME]`,
+`connectors enable|disable --tenant NAME (CONNECTOR... | --all)` and
 `connectors import-mcp NAME -- COMMAND...`.
 
 check: loads each file (default: settings.COUNTERSIGN_CONNECTORS, and the demo's while the
 sandbox is enabled) and reports the first problem of each by file, connector, tool and field;
 with the database reachable, also any tool defined differently from its frozen definition.
-list: every tool this server knows, with what it promises.
+list: every tool this server knows, with what it promises (and, with --tenant, whether
+that tenant may use it).
+enable / disable: which connectors a tenant may reach (audited; a new tenant has none);
+enable's --reads-without-approval lets the connector's read_only tools run at once.
 import-mcp: starts an MCP server, lists its tools and prints a connector definition to edit.
 """
 
@@ -18,6 +22,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from control.exceptions import ControlError
+from control.services import tenant_get
+from runs.exceptions import RunsError
+from runs.selectors import connectors_enabled
+from runs.services import connectors_disable, connectors_enable
 from runs.services.definitions import tool_definitions_changed
 from runs.tools.base import Tool
 from runs.tools.connectors.fields import ConnectorError
@@ -41,6 +50,14 @@ def _proof(tool: Tool) -> str:
     return "digest echoed" if tool.echoes_digest else "key alone"
 
 
+def _enablement(enabled: dict[str, bool], tool: Tool) -> str:
+    if tool.connector not in enabled:
+        return "not enabled"
+    if tool.effect_class == "read_only":
+        return "enabled, runs at once" if enabled[tool.connector] else "enabled, needs approval"
+    return "enabled"
+
+
 def _environ(path: str) -> dict[str, str]:
     if path == settings.COUNTERSIGN_DEMO_CONNECTORS:
         return {**os.environ, "COUNTERSIGN_SANDBOX_URL": settings.SANDBOX_URL}
@@ -48,7 +65,7 @@ def _environ(path: str) -> dict[str, str]:
 
 
 class Command(BaseCommand):
-    help = "Check connector files, or list every tool they define."
+    help = "Check connector files, list the tools they define, enable or disable them per tenant."
     # A broken file must be checkable: the connectors system check would refuse to start.
     requires_system_checks: ClassVar[list[str]] = []
 
@@ -56,7 +73,20 @@ class Command(BaseCommand):
         commands = parser.add_subparsers(dest="subcommand", required=True)
         check = commands.add_parser("check", help="validate connector files")
         check.add_argument("files", nargs="*", help="default: COUNTERSIGN_CONNECTORS")
-        commands.add_parser("list", help="every tool, with its effect class and promises")
+        listing = commands.add_parser("list", help="every tool, with its effect class and promises")
+        listing.add_argument("--tenant", help="also say whether this tenant may use each tool")
+        for name, verb in (("enable", "may use"), ("disable", "may no longer use")):
+            switch = commands.add_parser(name, help=f"connectors a tenant {verb} (audited)")
+            switch.add_argument("--tenant", required=True)
+            switch.add_argument("connectors", nargs="*", metavar="CONNECTOR")
+            switch.add_argument("--all", action="store_true", help="every connector")
+            switch.add_argument("--dry-run", action="store_true", help="say, change nothing")
+            if name == "enable":
+                switch.add_argument(
+                    "--reads-without-approval",
+                    action="store_true",
+                    help="its read_only tools run at once, without a person (default: off)",
+                )
         importer = commands.add_parser(
             "import-mcp", help="print a definition of an MCP server's tools, to edit"
         )
@@ -69,7 +99,9 @@ class Command(BaseCommand):
         if subcommand == "check":
             self.check(options["files"] or _default_files(), verbosity=options["verbosity"])
         elif subcommand == "list":
-            self.list()
+            self.list(options["tenant"])
+        elif subcommand in ("enable", "disable"):
+            self.switch(subcommand, **options)
         else:
             self.import_mcp(options["name"], options["server_command"])
 
@@ -102,12 +134,42 @@ class Command(BaseCommand):
         except ValueError as error:
             raise CommandError(str(error)) from None
 
-    def list(self) -> None:
+    def switch(self, subcommand: str, *, tenant: str, connectors, **options) -> None:
+        if bool(connectors) == options["all"]:
+            raise CommandError("name the connectors, or --all (not both)")
+        arguments = {
+            "connectors": None if options["all"] else connectors,
+            "actor": f"manage.py connectors {subcommand}",
+            "dry_run": options["dry_run"],
+        }
+        try:
+            arguments["tenant"] = tenant_get(tenant)
+            if subcommand == "enable":
+                reads = options["reads_without_approval"]
+                changed = connectors_enable(**arguments, reads_without_approval=reads)
+            else:
+                changed = connectors_disable(**arguments)
+        except (ControlError, RunsError, ConnectorError) as error:
+            raise CommandError(str(error)) from None
+        done = f"would {subcommand}" if options["dry_run"] else f"{subcommand}d"
+        if not changed:
+            self.stdout.write(f"{tenant}: nothing to {subcommand}")
+            return
+        said = f"{tenant}: {done} {', '.join(changed)}"
+        if subcommand == "enable":
+            reads = "run at once" if options["reads_without_approval"] else "need approval"
+            said += f" (read_only tools {reads})"
+        self.stdout.write(self.style.SUCCESS(said))
+
+    def list(self, tenant_name: str | None) -> None:
         try:
             tools = all_tools()
-        except ConnectorError as error:
+            enabled = None
+            if tenant_name is not None:
+                enabled = connectors_enabled(tenant=tenant_get(tenant_name))
+        except (ConnectorError, ControlError) as error:
             raise CommandError(str(error)) from None
-        rows = [_COLUMNS]
+        rows = [(*_COLUMNS, f"for {tenant_name}") if enabled is not None else _COLUMNS]
         for tool in tools:
             described = tool.describe()
             rows.append(
@@ -120,9 +182,10 @@ class Command(BaseCommand):
                     "dedupes" if tool.dedupes_by_key else "no dedupe",
                     "queryable" if tool.queryable_by_key else "no query",
                     _proof(tool),
+                    *(() if enabled is None else (_enablement(enabled, tool),)),
                 )
             )
-        widths = [max(len(row[column]) for row in rows) for column in range(len(_COLUMNS))]
+        widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
         for row in rows:
             self.stdout.write(
                 "  ".join(
