@@ -18,17 +18,25 @@ def _summary_of(items) -> dict:
     tools = Counter()
     values = defaultdict(set)
     totals = defaultdict(Decimal)
-    for tool, target, args in items:
+    unusual = []
+    for number, (tool, target, args) in enumerate(items, start=1):
         tools[tool] += 1
         values["target"].add(target)
         for name, value in args.items():
             values[name].add(json.dumps(value, sort_keys=True))
             if "amount" in name and isinstance(value, int | float) and not isinstance(value, bool):
                 totals[name] += Decimal(str(value))
+        args_json = json.dumps(args, sort_keys=True, ensure_ascii=False)
+        shown = ((f"target of #{number}", target), (f"arguments of #{number}", args_json))
+        for what, text in shown:
+            if not (text.isascii() and text.isprintable()):
+                unusual.append((what, text))
     return {
         "tools": sorted(tools.items()),
         "differing": [name for name in sorted(values) if len(values[name]) > 1],
         "totals": {name: str(total) for name, total in sorted(totals.items())},
+        "unusual": unusual[:20],
+        "unusual_count": len(unusual),
     }
 
 
@@ -36,7 +44,9 @@ def summarize_waiting_plans(apps, schema_editor) -> None:
     Plan = apps.get_model("runs", "Plan")
     Action = apps.get_model("runs", "Action")
     for plan in Plan.objects.filter(status="waiting_approval").iterator():
-        items = Action.objects.filter(plan=plan).values_list("tool", "target", "args")
+        items = (
+            Action.objects.filter(plan=plan).order_by("position").values_list("tool", "target", "args")
+        )
         plan.summary = _summary_of(items.iterator())
         plan.save(update_fields=["summary"])
 

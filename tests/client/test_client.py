@@ -116,10 +116,12 @@ def test_cancel_reports_effects_and_completion_needs_evidence(cs, tenant):
     assert [effect["action_id"] for effect in report["report"]["not_started"]] == ["close-ticket"]
 
 
-def test_the_checkpoint_comes_back_as_the_signed_envelope(cs, tenant):
+def test_the_checkpoint_comes_back_as_the_envelope_the_server_verified(cs, tenant):
     run = make_run(tenant)
     envelope = cs.get_checkpoint(str(run.id))
-    assert set(envelope) == {"schema_version", "key_id", "mac", "state"}
+    # The MAC is the server's own (approvers are shown to agents as opaque ids).
+    assert set(envelope) == {"schema_version", "key_id", "mac", "mac_scope", "state"}
+    assert envelope["mac_scope"] == "server_only"
     assert envelope["state"]["run_id"] == str(run.id)
 
 

@@ -38,6 +38,8 @@ def test_waiting_plans_get_the_summary_their_card_shows():
         "tools": [["payment.refund", 3]],
         "differing": ["amount_cents", "target"],
         "totals": {"amount_cents": "303"},
+        "unusual": [],
+        "unusual_count": 0,
     }
 
     _migrate(BEFORE)
