@@ -3,10 +3,36 @@
 A tenant that existed before keeps what it already used: each connector named by one of its
 intents or tool policies (the part of the tool's name before the first dot) is enabled for
 it, with reads without approval as before. Anything else it reaches only once enabled.
+Each row is signed as runs.record.signed_rows signs it (the code copied here, as 0021 does)
+with the first key of COUNTERSIGN_CHECKPOINT_KEYS; with none configured the rows stay
+unsigned, enable nothing, and `verify_audit` names them.
 """
 
+import hashlib
+import hmac
+
 import django.db.models.deletion
+import rfc8785
+from django.conf import settings
 from django.db import migrations, models
+
+
+def _seal(model, row, alias) -> None:
+    keys = getattr(settings, "COUNTERSIGN_CHECKPOINT_KEYS", None) or {}
+    if not keys:
+        return
+    kid, secret = next(iter(keys.items()))
+    payload = {
+        "row": "connector_enablement",
+        "pk": str(row.pk),
+        "tenant": str(row.tenant_id),
+        "fields": {
+            "connector": row.connector,
+            "reads_without_approval": row.reads_without_approval,
+        },
+    }
+    mac = hmac.new(secret, rfc8785.dumps(payload), hashlib.sha256).hexdigest()
+    model.objects.using(alias).filter(pk=row.pk).update(key_id=kid, mac=mac)
 
 
 def enable_what_tenants_used(apps, schema_editor):
@@ -19,18 +45,16 @@ def enable_what_tenants_used(apps, schema_editor):
         for tenant_id, tool in model.objects.values_list("tenant_id", "tool").distinct():
             used.add((tenant_id, tool.split(".", 1)[0]))
     names = dict(Tenant.objects.values_list("pk", "name"))
-    Enablement.objects.bulk_create(
-        [
-            Enablement(
+    alias = schema_editor.connection.alias
+    for tenant_id, connector in sorted(used):
+        if tenant_id in names:
+            row = Enablement.objects.using(alias).create(
                 tenant_id=tenant_id,
                 connector=connector,
                 reads_without_approval=True,
-                enabled_by="migration runs.0017 (used before connectors were per tenant)",
+                enabled_by="migration runs.0022 (used before connectors were per tenant)",
             )
-            for tenant_id, connector in sorted(used)
-            if tenant_id in names
-        ]
-    )
+            _seal(Enablement, row, alias)
 
 
 class Migration(migrations.Migration):
@@ -49,6 +73,8 @@ class Migration(migrations.Migration):
                 ('reads_without_approval', models.BooleanField(default=False)),
                 ('enabled_by', models.CharField(max_length=150)),
                 ('enabled_at', models.DateTimeField(auto_now_add=True)),
+                ('key_id', models.CharField(blank=True, max_length=64)),
+                ('mac', models.CharField(blank=True, max_length=64)),
                 ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='connectors', to='control.tenant')),
             ],
             options={

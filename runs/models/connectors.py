@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from django.db import models
 
-from control.models import Tenant
+from control.models import SignedRow, Tenant
 
 
-class ConnectorEnablement(models.Model):
+class ConnectorEnablement(SignedRow):
     """One connector (`ticket`, the part of a tool's name before the dot) enabled for one
-    tenant. Disabling deletes the row; both are audited (connectors.enable / .disable)."""
+    tenant. Disabling deletes the row; both are audited (connectors.enable / .disable).
+    Signed (runs.record.signed_rows): a row that does not verify enables nothing."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="connectors")
     connector = models.CharField(max_length=64)

@@ -1,4 +1,5 @@
-"""The rows of runs that decide approval, and the fields their MACs cover (control.row_signing).
+"""The rows of runs that decide approval or reach, and the fields their MACs cover
+(control.row_signing).
 
 A tool policy decides whether an intent waits for a person and how many; a standing rule
 approves intents by itself, so its limits, its approvers and its use counters are all signed
@@ -50,4 +51,15 @@ RULE_ROWS = SignedRows(
         "approvers": sorted(approval.approver_id for approval in row.approvals.all()),
     },
     related=("approvals",),
+)
+
+# Which external systems a tenant reaches, and whether its reads need a person: a row inserted
+# by hand would open a connector, or let its reads run without approval.
+ENABLEMENT_ROWS = SignedRows(
+    "connector_enablement",
+    "runs.ConnectorEnablement",
+    lambda row: {
+        "connector": row.connector,
+        "reads_without_approval": row.reads_without_approval,
+    },
 )

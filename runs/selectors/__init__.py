@@ -10,7 +10,6 @@ from runs.selectors.connectors import (
     connectors_enabled,
     connectors_enabled_for,
     default_needs_approval,
-    enablements,
     known_connectors,
     tenant_tool,
 )
@@ -111,7 +110,6 @@ __all__ = [
     "decision_link_target",
     "default_needs_approval",
     "duplicate_intents",
-    "enablements",
     "escalations_due",
     "idle_mcp_runs",
     "inbox_expired",

@@ -9,37 +9,47 @@ is refused with ConnectorNotEnabled (an UnsupportedTool), which each path alread
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 
 from control.models import Tenant
 from runs.models import ConnectorEnablement
+from runs.record.signed_rows import ENABLEMENT_ROWS
 from runs.tools.base import Tool
 from runs.tools.errors import ConnectorNotEnabled
 from runs.tools.registry import all_tools, get_tool
+
+logger = logging.getLogger(__name__)
 
 # connector name -> may its read_only tools run without a person (reads_without_approval)
 Enabled = Mapping[str, bool]
 
 
 def connectors_enabled(*, tenant: Tenant) -> dict[str, bool]:
-    """The tenant's enabled connectors, each with reads_without_approval (one query)."""
+    """The tenant's enabled connectors, each with reads_without_approval (one query). A row
+    that does not verify (written around runs.services.connectors) enables nothing."""
     rows = ConnectorEnablement.objects.filter(tenant=tenant)
-    return dict(rows.values_list("connector", "reads_without_approval"))
+    return {row.connector: row.reads_without_approval for row in rows if _verifies(row)}
 
 
 def connectors_enabled_for(tenant_ids: Iterable) -> dict[tuple, bool]:
     """(tenant id, connector) -> reads_without_approval for several tenants (one query)."""
     rows = ConnectorEnablement.objects.filter(tenant_id__in=set(tenant_ids))
     return {
-        (tenant_id, connector): reads
-        for tenant_id, connector, reads in rows.values_list(
-            "tenant_id", "connector", "reads_without_approval"
-        )
+        (row.tenant_id, row.connector): row.reads_without_approval for row in rows if _verifies(row)
     }
 
 
-def enablements(*, tenant: Tenant) -> list[ConnectorEnablement]:
-    return list(ConnectorEnablement.objects.filter(tenant=tenant).order_by("connector"))
+def _verifies(row: ConnectorEnablement) -> bool:
+    problem = ENABLEMENT_ROWS.problem(row)
+    if problem:
+        logger.warning(
+            "connector %s for tenant %s does not verify (%s): it enables nothing",
+            row.connector,
+            row.tenant_id,
+            problem,
+        )
+    return not problem
 
 
 def known_connectors() -> set[str]:

@@ -15,6 +15,7 @@ from control.audit import audit_record
 from control.models import Tenant
 from runs.exceptions import InvalidArguments
 from runs.models import ConnectorEnablement
+from runs.record.signed_rows import ENABLEMENT_ROWS
 from runs.selectors.connectors import known_connectors
 
 
@@ -70,11 +71,12 @@ def connectors_enable(
     if dry_run or not changed:
         return changed
     for name in changed:
-        ConnectorEnablement.objects.update_or_create(
+        row, _ = ConnectorEnablement.objects.update_or_create(
             tenant=tenant,
             connector=name,
             defaults={"reads_without_approval": reads_without_approval, "enabled_by": actor},
         )
+        ENABLEMENT_ROWS.seal(row)
     _audit(
         "connectors.enable",
         tenant=tenant,

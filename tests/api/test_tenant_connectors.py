@@ -6,12 +6,15 @@ tenant's enablement allows reads."""
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
 from django.test import Client
 
 from control.models import AuditEntry
 from control.services import api_token_create
 from runs.gateway.sessions import Caller
-from runs.models import Action, Observation, Run
+from runs.models import Action, ConnectorEnablement, Observation, Run
 from runs.services import connectors_disable, connectors_enable
 from tests.api.conftest import ApiClient, assert_problem
 from tests.factories import make_tenant, make_user
@@ -178,3 +181,34 @@ def test_another_tenants_enablement_reaches_nothing_here(fresh):
     assert agent(fresh).get("/tools").body == []
     response = Client().get("/api/v1/tools")
     assert response.status_code == 401
+
+
+def test_an_enablement_inserted_by_sql_opens_nothing_and_verify_audit_names_it(fresh, capsys):
+    """A database writer without the keys cannot give a tenant a connector."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO runs_connectorenablement (tenant_id, connector, reads_without_approval,"
+            " enabled_by, enabled_at, key_id, mac) VALUES (%s, 'ticket', true, 'x', now(), '', '')",
+            [fresh.pk],
+        )
+    api = agent(fresh)
+
+    assert api.get("/tools").body == []
+    assert_problem(propose_close(api), 422, "invalid_arguments")
+    assert not Action.objects.exists()
+    with pytest.raises(CommandError, match="connector_enablement"):
+        call_command("verify_audit")
+    assert "does not verify: connector_enablement" in capsys.readouterr().err
+
+
+def test_reads_without_approval_switched_on_by_sql_does_not_let_a_read_run_alone(fresh):
+    connectors_enable(tenant=fresh, connectors=["ticket"], actor="admin")
+    ConnectorEnablement.objects.filter(tenant=fresh).update(reads_without_approval=True)
+    caller = mcp_caller(fresh)
+
+    held = call(caller, "ticket.lookup", {"target": "ticket-7"})
+
+    # The row no longer verifies: the connector is not enabled at all, its reads refused.
+    assert held.is_error
+    assert not Action.objects.exists()
+    assert agent(fresh).get("/tools").body == []
