@@ -8,11 +8,13 @@ import pytest
 
 from runs.services.definitions import forget_confirmed_definitions
 from tests.git_upstream import GIT_CONNECTOR
+from tests.migrating import latest_schema_after
 from tests.processes import Workers, redis_queue, sandbox, workers
 from tests.registry import blind_tool, noop_tool, read_tool, unsent_tool
 
 __all__ = [
     "blind_tool",
+    "latest_schema_after",
     "noop_tool",
     "read_tool",
     "redis_queue",
