@@ -149,7 +149,8 @@ class Command(BaseCommand):
         rows = rows_signed_with(key_id)
         if rows and not force:
             raise CommandError(
-                f"{rows} policy, standing rule or membership row(s) are signed with "
+                f"{rows} row(s) (policies, standing rules, memberships, connector "
+                f"enablements) are signed with "
                 f"{key_id!r} and would decide nothing; run `checkpoint_keys resign-rows "
                 f"--id {key_id}` first (or use --force)"
             )
