@@ -19,8 +19,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from control.auth import AdminLoginForm
+from control.foundation.tenancy import verified_memberships
 from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
-from control.tenancy import verified_memberships
 
 ADMIN_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
 

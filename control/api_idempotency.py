@@ -41,9 +41,9 @@ from control.api_auth import rate_checked_token
 from control.api_limits import ApiLimited, limit_problem
 from control.api_parsing import parse_request_body
 from control.api_problems import BodyNotAcceptable, body_problem, problem_response
-from control.canonical import content_hash
+from control.foundation.canonical import content_hash
+from control.foundation.strictjson import StrictJSONError
 from control.models import ApiIdempotencyKey, Tenant
-from control.strictjson import StrictJSONError
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

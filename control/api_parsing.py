@@ -1,4 +1,4 @@
-"""The agent API's body parser: every JSON body goes through control.strictjson first.
+"""The agent API's body parser: every JSON body goes through control.foundation.strictjson first.
 
 Duplicate keys, NaN/Infinity, overflowing numbers, lone surrogates, trailing data, nesting
 deeper than MAX_DEPTH and bodies over MAX_BODY_BYTES are refused (400, naming the rule and
@@ -23,7 +23,7 @@ from ninja.parser import Parser
 from control.api_auth import rate_checked_token
 from control.api_limits import ApiLimited, limit_problem
 from control.api_problems import BodyNotAcceptable, problem_response
-from control.strictjson import parse_strict
+from control.foundation.strictjson import parse_strict
 
 MAX_BODY_BYTES = 1_000_000
 MAX_DEPTH = 32

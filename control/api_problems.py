@@ -37,7 +37,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import ConfigDict
 
-from control.strictjson import StrictJSONError
+from control.foundation.strictjson import StrictJSONError
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.csrf import csrf_failure as django_csrf_failure
 
-from control.audit import audit_record
+from control.foundation.audit import audit_record
 from control.models import AuditChainHead, LoginFailure
 
 ANONYMOUS = "anonymous"

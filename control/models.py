@@ -26,7 +26,8 @@ class Role(models.TextChoices):
 
 class SignedRow(models.Model):
     """A row that decides approval: its deciding fields are MAC'd under a checkpoint key
-    (control.row_signing), so a database writer without the key cannot forge or edit it."""
+    (control.foundation.row_signing), so a database writer without the key cannot forge or
+    edit it."""
 
     key_id = models.CharField(max_length=64, blank=True)
     mac = models.CharField(max_length=64, blank=True)
@@ -37,7 +38,7 @@ class SignedRow(models.Model):
 
 class Membership(SignedRow):
     """One role of one user in one tenant; a person may hold several roles. Signed
-    (control.tenancy.MEMBERSHIP_ROWS): a row that does not verify grants no role."""
+    (control.foundation.tenancy.MEMBERSHIP_ROWS): a row that does not verify grants no role."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
@@ -110,7 +111,7 @@ class AuditChainHead(models.Model):
     seq = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
     # HMAC of (seq, hash) under a checkpoint key: whoever rewrites entries and recomputes
-    # their plain hashes cannot re-sign the head (control.audit.audit_verify).
+    # their plain hashes cannot re-sign the head (control.foundation.audit.audit_verify).
     key_id = models.CharField(max_length=64, blank=True)
     mac = models.CharField(max_length=64, blank=True)
 
@@ -189,7 +190,7 @@ class LoginFailure(models.Model):
 class MetricCount(models.Model):
     """One signed change (or a folded sum of them) to a count `/metrics` reports: written by
     database triggers in the transaction that changed the counted row, summed at scrape
-    (control.rollup). `label_a` and `label_b` mean what the metric's owner says."""
+    (control.foundation.rollup). `label_a` and `label_b` mean what the metric's owner says."""
 
     metric = models.CharField(max_length=64)
     label_a = models.CharField(max_length=64, blank=True)

@@ -21,8 +21,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 
-from control.audit import audit_record
 from control.auth import client_address, locked_message, login_failure_record, login_locked_until
+from control.foundation.audit import audit_record
 
 
 @transaction.atomic

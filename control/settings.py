@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from control.env import (
+from control.foundation.env import (
     env_bool,
     env_database,
     env_int,
@@ -249,7 +249,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # A decision link's token decides for whoever reads it: no log line carries one.
-    "filters": {"decision_tokens": {"()": "control.log_redaction.DecisionTokenFilter"}},
+    "filters": {"decision_tokens": {"()": "control.foundation.log_redaction.DecisionTokenFilter"}},
     # runserver's request lines (the demo's web server) as Django's default logging writes
     # them, through the same filter.
     "formatters": {

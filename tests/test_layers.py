@@ -224,7 +224,7 @@ def test_no_modules_import_each_other_in_a_cycle(project_imports):
 # One planted violation per rule, next to what must stay silent: the composition root importing
 # apps, bench importing runs, relative imports within a package, a migration importing bench.
 PLANTED_TREE = {
-    "control/audit.py": "from runs.models import Action\n",
+    "control/foundation/audit.py": "from runs.models import Action\n",
     "control/settings.py": "import bench.report\nfrom runs import views\n",
     "runs/models.py": "",
     "runs/views.py": "from .models import Action\n",
@@ -235,7 +235,7 @@ PLANTED_TREE = {
     "reconciliation/services.py": "from runs.models import Action\n",
     "reconciliation/views.py": "import sandbox.digest\n",
     "sandbox/digest.py": "",
-    "sandbox/views.py": "import control.canonical\nfrom . import digest\n",
+    "sandbox/views.py": "import control.foundation.canonical\nfrom . import digest\n",
     "bench/report.py": "from runs.models import Action\n",
     "client/countersign_client/__init__.py": "from .x import Client\n",
     "client/countersign_client/x.py": "from django.conf import settings\n",
@@ -254,10 +254,10 @@ def planted_imports(tmp_path) -> list[Import]:
 @pytest.mark.parametrize(
     ("check", "expected"),
     [
-        (foundation_violations, "control/audit.py:1: `from runs.models import Action`"),
+        (foundation_violations, "control/foundation/audit.py:1: `from runs.models import Action`"),
         (runs_violations, "runs/jobs.py:1: `from reconciliation.services import sweep`"),
         (reconciliation_violations, "reconciliation/views.py:1: `import sandbox.digest`"),
-        (sandbox_violations, "sandbox/views.py:1: `import control.canonical`"),
+        (sandbox_violations, "sandbox/views.py:1: `import control.foundation.canonical`"),
         (client_violations, "client/countersign_client/x.py:1: `from django.conf import settings`"),
         (bench_violations, "control/settings.py:1: `import bench.report`"),
         (cycle_violations, "runs/a.py:1: `import runs.b`"),

@@ -26,7 +26,7 @@ from control.api_auth import rate_checked_token
 from control.api_limits import ApiLimited, limit_problem
 from control.api_parsing import parse_request_body
 from control.api_problems import BodyNotAcceptable, body_problem
-from control.strictjson import StrictJSONError
+from control.foundation.strictjson import StrictJSONError
 from runs.gateway.sessions import Caller, session_open
 
 SESSION_HEADER = "Mcp-Session-Id"

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from control.tenancy import APPROVER_ROLES
+from control.foundation.tenancy import APPROVER_ROLES
 from control.web import tenant_member
 from runs import selectors
 from runs.pages.presenters import CatalogEntry
