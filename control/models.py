@@ -128,7 +128,7 @@ class ApiIdempotencyKey(models.Model):
     `fingerprint` binds the key to the first request (method, path and body hash); once that
     request has finished, its status and body are stored here and replayed for the same key
     and body. Rows live 24 hours from `created_at` and are then purged by the sweep
-    (control.api_idempotency.purge_expired).
+    (control.api_kit.idempotency.purge_expired).
     """
 
     class State(models.TextChoices):

@@ -161,7 +161,7 @@ RQ_EXECUTION_QUEUE = "countersign"
 # inside the admin they would be another door open to every staff user.
 RQ_SHOW_ADMIN_LINK = False
 
-# Agent API limits per token, counted in Redis across every web process (control.api_limits).
+# Agent API limits per token, counted in Redis across every web process (control.api_kit.limits).
 COUNTERSIGN_API_RATE_PER_MINUTE = env_int("COUNTERSIGN_API_RATE_PER_MINUTE", 600, minimum=1)
 # Each waiting long-poll holds a web worker thread for up to 30 s.
 COUNTERSIGN_API_MAX_LONG_POLLS = env_int("COUNTERSIGN_API_MAX_LONG_POLLS", 4, minimum=1)

@@ -12,7 +12,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from control.api_idempotency import purge_expired
+from control.api_kit.idempotency import purge_expired
 from control.auth import login_failures_summarize
 from control.foundation.rollup import fold
 from reconciliation.probes import probe_due_cases

@@ -20,9 +20,9 @@ from django.http import HttpRequest, HttpResponse
 from ninja.params.models import Query as QuerySource
 from ninja.parser import Parser
 
-from control.api_auth import rate_checked_token
-from control.api_limits import ApiLimited, limit_problem
-from control.api_problems import BodyNotAcceptable, problem_response
+from control.api_kit.limits import ApiLimited, limit_problem
+from control.api_kit.problems import BodyNotAcceptable, problem_response
+from control.api_kit.tokens import rate_checked_token
 from control.foundation.strictjson import parse_strict
 
 MAX_BODY_BYTES = 1_000_000
