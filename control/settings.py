@@ -157,7 +157,7 @@ RQ_QUEUES = {
     "countersign": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300},
 }
 RQ_EXECUTION_QUEUE = "countersign"
-# django-rq's pages live only at /django-rq/, behind the superuser gate (control/dashboard.py);
+# django-rq's pages live only at /django-rq/, behind the superuser gate (control/web/dashboard.py);
 # inside the admin they would be another door open to every staff user.
 RQ_SHOW_ADMIN_LINK = False
 

@@ -48,7 +48,7 @@ from django.urls import reverse
 from control.foundation.canonical import canonical_json
 from control.foundation.tenancy import APPROVER_ROLES, verified_memberships
 from control.models import Membership
-from control.web import compact_json
+from control.web.pages import compact_json
 from runs.decision_links import decision_link_url
 from runs.models import Action, OutboxMessage, ToolPolicy
 from runs.pages.lookalikes import lookalikes, quoted, shown

@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from control.foundation.tenancy import APPROVER_ROLES
-from control.web import tenant_member
+from control.web.pages import tenant_member
 from runs import selectors
 from runs.pages.presenters import CatalogEntry
 

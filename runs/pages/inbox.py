@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import reswap, retarget, trigger_client_event
 
 from control.foundation.tenancy import APPROVER_ROLES
-from control.web import (
+from control.web.pages import (
     INBOX_READER_ROLES,
     can_decide,
     safe_next,

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from control.foundation.tenancy import APPROVER_ROLES
-from control.web import (
+from control.web.pages import (
     INBOX_READER_ROLES,
     can_decide,
     compact_json,
