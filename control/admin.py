@@ -18,7 +18,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from control.auth import AdminLoginForm
+from control.auth.login import AdminLoginForm
 from control.foundation.tenancy import verified_memberships
 from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
 

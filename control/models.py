@@ -167,7 +167,8 @@ class LoginFailure(models.Model):
     """One failed login, by the username tried (case-folded) and the client's address.
 
     The failure that reaches a limit also records until when it locks that username or that
-    address (control.auth). Rows older than the window and the lock are purged on each write.
+    address (control.auth.throttle). Rows older than the window and the lock are purged on each
+    write.
     """
 
     username = models.CharField(max_length=150)

@@ -57,7 +57,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, so it sees the PermissionDenied of every view (and of its decorators).
-    "control.auth.AuditDeniedMiddleware",
+    "control.auth.denials.AuditDeniedMiddleware",
 ]
 
 ROOT_URLCONF = "control.urls"
@@ -101,7 +101,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # --- Security: authentication, sessions, cookies, headers (see SECURITY.md) ---------------
 # settings_production.py adds what needs HTTPS: secure cookies, HSTS, the SSL redirect.
 
-# Every authenticate() refuses while the username or the address is locked (control.auth).
+# Every authenticate() refuses while the username or the address is locked (control.auth.login).
+# Sessions store this path: control/auth/__init__.py keeps it (it names control.auth.login's).
 AUTHENTICATION_BACKENDS = ["control.auth.ThrottledModelBackend"]
 COUNTERSIGN_LOGIN_MAX_FAILURES = env_int("COUNTERSIGN_LOGIN_MAX_FAILURES", 5, minimum=1)
 # Higher than per username: many people may share one address behind a NAT.
@@ -122,7 +123,7 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
-CSRF_FAILURE_VIEW = "control.auth.csrf_failure"
+CSRF_FAILURE_VIEW = "control.auth.denials.csrf_failure"
 
 # Scripts and styles only from our own static files: no inline script, no inline style, no
 # eval (htmx's hx-on and its injected indicator styles are off), and nobody may frame us.

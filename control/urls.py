@@ -8,9 +8,9 @@ from django.contrib.auth.views import LogoutView, PasswordChangeDoneView
 from django.urls import include, path
 
 from control.api import api
-from control.auth import login_view
+from control.auth.login import login_view
+from control.auth.passwords import password_change_view
 from control.metrics import metrics_view
-from control.passwords import password_change_view
 from control.web import health, pages
 from control.web.dashboard import dashboard_urls
 from runs.gateway.http import mcp_endpoint

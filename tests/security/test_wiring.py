@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import resolve
 
-from control.auth import login_view
+from control.auth.login import login_view
 from runs.pages.receipts import receipt_export, receipt_ledger
 
 

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from control.api_kit.idempotency import purge_expired
-from control.auth import login_failures_summarize
+from control.auth.summaries import login_failures_summarize
 from control.foundation.rollup import fold
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import open_missing_cases
