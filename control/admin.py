@@ -4,7 +4,7 @@ Nobody adds, changes or deletes through the admin, superusers included: evidence
 insert-only, and every change goes through a service that writes its audit row. That holds
 for Django's users and groups too: people and their roles are managed with commands
 (`addmember`) and audited services, and passwords on the site's throttled, audited page
-(control/passwords.py). A superuser (the installation's operator) sees every tenant; any
+(control/auth/passwords.py). A superuser (the installation's operator) sees every tenant; any
 other staff user sees only the tenants where they hold the auditor or admin role, and
 nothing at all without one. Users and groups belong to no tenant: superusers only.
 """

@@ -19,7 +19,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # The composition root: the only control/ modules allowed to know every app, because their job
 # is to wire the apps together (INSTALLED_APPS, the URL and API mounts, the server entry points,
-# and the metrics page that assembles every app's counters).
+# and the metrics page that assembles every app's counters). They sit at the top of control/;
+# its folders (foundation/, api_kit/, auth/, web/) and its other modules are the foundation.
 COMPOSITION_ROOT = frozenset(
     {
         "control/settings.py",
@@ -195,6 +196,12 @@ def _assert_none(violations: list[str]) -> None:
 
 def test_the_foundation_imports_no_app(project_imports):
     _assert_none(foundation_violations(project_imports))
+
+
+def test_the_composition_root_names_only_modules_that_exist():
+    # A module moved away would leave its old path exempting nothing, and a new module at that
+    # path would inherit the exemption unseen.
+    assert sorted(path for path in COMPOSITION_ROOT if not (PROJECT_ROOT / path).is_file()) == []
 
 
 def test_runs_imports_nothing_from_reconciliation_sandbox_or_bench(project_imports):
