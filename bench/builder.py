@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from django.db import connection, models, transaction
 from django.db.models.fields import AutoFieldMixin
 
-from control.canonical import idempotency_key, intent_digest
+from control.foundation.canonical import idempotency_key, intent_digest
 from control.models import Tenant
 from runs.models import (
     Action,

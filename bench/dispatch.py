@@ -12,7 +12,7 @@
   default); latency is each first Attempt's start minus its Approval's time.
 
 Jobs are counted from the workers' own RQ statistics; jobs that found nothing from the
-`duplicate_jobs` counter the drain keeps in Redis (control.counters).
+`duplicate_jobs` counter the drain keeps in Redis (control.foundation.counters).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from bench.measure import (
     seed_waiting,
 )
 from bench.processes import Children, peak_rss_bytes, rss_bytes, wait_for
-from control.counters import REDIS_COUNTERS
+from control.foundation.counters import REDIS_COUNTERS
 from runs.models import Action, Approval, Attempt, Receipt
 from runs.services import approval_decide
 

@@ -17,7 +17,7 @@ from django.db.models.functions import Length
 
 from bench.measure import make_bench_tenant
 from bench.tools import BenchNoop, BenchRead
-from control.canonical import content_hash
+from control.foundation.canonical import content_hash
 from runs.execution.worker import process_action
 from runs.models import Checkpoint, Run
 from runs.record.verification import run_verify

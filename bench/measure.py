@@ -34,8 +34,8 @@ from bench.builder import RunSpec, build_and_insert
 from bench.commits import counting_transactions
 from bench.processes import Children, database_url, rss_bytes, wait_for
 from bench.tools import BenchNoop
+from control.foundation.queues import execution_queue
 from control.models import Tenant
-from control.queues import execution_queue
 from control.services import member_add, tenant_create
 from runs.execution.drain import drain
 from runs.models import OPEN_ACTION_STATUSES, Action, Checkpoint, OutboxMessage

@@ -4,7 +4,7 @@ Nobody adds, changes or deletes through the admin, superusers included: evidence
 insert-only, and every change goes through a service that writes its audit row. That holds
 for Django's users and groups too: people and their roles are managed with commands
 (`addmember`) and audited services, and passwords on the site's throttled, audited page
-(control/passwords.py). A superuser (the installation's operator) sees every tenant; any
+(control/auth/passwords.py). A superuser (the installation's operator) sees every tenant; any
 other staff user sees only the tenants where they hold the auditor or admin role, and
 nothing at all without one. Users and groups belong to no tenant: superusers only.
 """
@@ -18,9 +18,9 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from control.auth import AdminLoginForm
+from control.auth.login import AdminLoginForm
+from control.foundation.tenancy import verified_memberships
 from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
-from control.tenancy import verified_memberships
 
 ADMIN_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
 

@@ -18,17 +18,17 @@ from ninja import NinjaAPI, Router
 from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 
-from control.api_auth import TokenAuth
-from control.api_idempotency import HEADER as IDEMPOTENCY_HEADER
-from control.api_idempotency import KEY_TTL
-from control.api_limits import ApiLimited, limit_problem
-from control.api_parsing import MAX_BODY_BYTES, MAX_DEPTH, StrictParser
-from control.api_problems import (
+from control.api_kit.idempotency import HEADER as IDEMPOTENCY_HEADER
+from control.api_kit.idempotency import KEY_TTL
+from control.api_kit.limits import ApiLimited, limit_problem
+from control.api_kit.parsing import MAX_BODY_BYTES, MAX_DEPTH, StrictParser
+from control.api_kit.problems import (
     PROBLEM_CONTENT_TYPE,
     PROBLEM_TYPES,
     domain_error_handler,
     install_problem_handlers,
 )
+from control.api_kit.tokens import TokenAuth
 from control.exceptions import ControlError
 from runs import limits
 from runs.api import router as runs_router

@@ -8,4 +8,4 @@ class ControlConfig(AppConfig):
 
     def ready(self) -> None:
         # Connects the login audit and throttling signal handlers.
-        from control import auth  # noqa: F401
+        from control.auth import signals  # noqa: F401

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from gunicorn.glogging import Logger
 
-from control.env import env_int
-from control.log_redaction import without_decision_tokens
+from control.foundation.env import env_int
+from control.foundation.log_redaction import without_decision_tokens
 
 bind = "0.0.0.0:8000"
 worker_class = "gthread"

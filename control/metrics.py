@@ -1,9 +1,9 @@
 """`/metrics`: Countersign's state in Prometheus' text format, derived from the database.
 
-The composition root of the scrape: the rollup's counts (control.rollup), each app's own
+The composition root of the scrape: the rollup's counts (control.foundation.rollup), each app's own
 metrics built from them and from its backlogs (runs/metrics.py, reconciliation/metrics.py),
 and the worker counters, in one fixed order, rendered by the foundation's
-control/prometheus.py, which also decides who may scrape.
+control/foundation/prometheus.py, which also decides who may scrape.
 
 What keeps the counts: row triggers on runs_action, runs_approval, runs_attempt,
 runs_receipt and reconciliation_reconciliationcase (installed by runs/migrations/0013 and
@@ -39,9 +39,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpRe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from control.counters import worker_event_counts
-from control.prometheus import CONTENT_TYPE, Metric, render, scrape_allowed
-from control.rollup import totals as rollup_totals
+from control.foundation.counters import worker_event_counts
+from control.foundation.prometheus import CONTENT_TYPE, Metric, render, scrape_allowed
+from control.foundation.rollup import totals as rollup_totals
 from reconciliation.metrics import case_metrics
 from runs.metrics import (
     action_metrics,

@@ -26,7 +26,8 @@ class Role(models.TextChoices):
 
 class SignedRow(models.Model):
     """A row that decides approval: its deciding fields are MAC'd under a checkpoint key
-    (control.row_signing), so a database writer without the key cannot forge or edit it."""
+    (control.foundation.row_signing), so a database writer without the key cannot forge or
+    edit it."""
 
     key_id = models.CharField(max_length=64, blank=True)
     mac = models.CharField(max_length=64, blank=True)
@@ -37,7 +38,7 @@ class SignedRow(models.Model):
 
 class Membership(SignedRow):
     """One role of one user in one tenant; a person may hold several roles. Signed
-    (control.tenancy.MEMBERSHIP_ROWS): a row that does not verify grants no role."""
+    (control.foundation.tenancy.MEMBERSHIP_ROWS): a row that does not verify grants no role."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
@@ -110,7 +111,7 @@ class AuditChainHead(models.Model):
     seq = models.BigIntegerField(default=0)
     hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
     # HMAC of (seq, hash) under a checkpoint key: whoever rewrites entries and recomputes
-    # their plain hashes cannot re-sign the head (control.audit.audit_verify).
+    # their plain hashes cannot re-sign the head (control.foundation.audit.audit_verify).
     key_id = models.CharField(max_length=64, blank=True)
     mac = models.CharField(max_length=64, blank=True)
 
@@ -127,7 +128,7 @@ class ApiIdempotencyKey(models.Model):
     `fingerprint` binds the key to the first request (method, path and body hash); once that
     request has finished, its status and body are stored here and replayed for the same key
     and body. Rows live 24 hours from `created_at` and are then purged by the sweep
-    (control.api_idempotency.purge_expired).
+    (control.api_kit.idempotency.purge_expired).
     """
 
     class State(models.TextChoices):
@@ -166,7 +167,8 @@ class LoginFailure(models.Model):
     """One failed login, by the username tried (case-folded) and the client's address.
 
     The failure that reaches a limit also records until when it locks that username or that
-    address (control.auth). Rows older than the window and the lock are purged on each write.
+    address (control.auth.throttle). Rows older than the window and the lock are purged on each
+    write.
     """
 
     username = models.CharField(max_length=150)
@@ -189,7 +191,7 @@ class LoginFailure(models.Model):
 class MetricCount(models.Model):
     """One signed change (or a folded sum of them) to a count `/metrics` reports: written by
     database triggers in the transaction that changed the counted row, summed at scrape
-    (control.rollup). `label_a` and `label_b` mean what the metric's owner says."""
+    (control.foundation.rollup). `label_a` and `label_b` mean what the metric's owner says."""
 
     metric = models.CharField(max_length=64)
     label_a = models.CharField(max_length=64, blank=True)

@@ -12,10 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from control.audit import audit_record
 from control.exceptions import AlreadyExists, InvalidInput, NotFound
+from control.foundation.audit import audit_record
+from control.foundation.tenancy import MEMBERSHIP_ROWS
 from control.models import ApiToken, Membership, Role, Tenant
-from control.tenancy import MEMBERSHIP_ROWS
 
 TOKEN_PREFIX = "cs_"
 

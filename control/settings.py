@@ -7,7 +7,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from control.env import (
+from control.foundation.env import (
     env_bool,
     env_database,
     env_int,
@@ -57,7 +57,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, so it sees the PermissionDenied of every view (and of its decorators).
-    "control.auth.AuditDeniedMiddleware",
+    "control.auth.denials.AuditDeniedMiddleware",
 ]
 
 ROOT_URLCONF = "control.urls"
@@ -101,7 +101,8 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # --- Security: authentication, sessions, cookies, headers (see SECURITY.md) ---------------
 # settings_production.py adds what needs HTTPS: secure cookies, HSTS, the SSL redirect.
 
-# Every authenticate() refuses while the username or the address is locked (control.auth).
+# Every authenticate() refuses while the username or the address is locked (control.auth.login).
+# Sessions store this path: control/auth/__init__.py keeps it (it names control.auth.login's).
 AUTHENTICATION_BACKENDS = ["control.auth.ThrottledModelBackend"]
 COUNTERSIGN_LOGIN_MAX_FAILURES = env_int("COUNTERSIGN_LOGIN_MAX_FAILURES", 5, minimum=1)
 # Higher than per username: many people may share one address behind a NAT.
@@ -122,7 +123,7 @@ SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
-CSRF_FAILURE_VIEW = "control.auth.csrf_failure"
+CSRF_FAILURE_VIEW = "control.auth.denials.csrf_failure"
 
 # Scripts and styles only from our own static files: no inline script, no inline style, no
 # eval (htmx's hx-on and its injected indicator styles are off), and nobody may frame us.
@@ -157,11 +158,11 @@ RQ_QUEUES = {
     "countersign": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 300},
 }
 RQ_EXECUTION_QUEUE = "countersign"
-# django-rq's pages live only at /django-rq/, behind the superuser gate (control/dashboard.py);
+# django-rq's pages live only at /django-rq/, behind the superuser gate (control/web/dashboard.py);
 # inside the admin they would be another door open to every staff user.
 RQ_SHOW_ADMIN_LINK = False
 
-# Agent API limits per token, counted in Redis across every web process (control.api_limits).
+# Agent API limits per token, counted in Redis across every web process (control.api_kit.limits).
 COUNTERSIGN_API_RATE_PER_MINUTE = env_int("COUNTERSIGN_API_RATE_PER_MINUTE", 600, minimum=1)
 # Each waiting long-poll holds a web worker thread for up to 30 s.
 COUNTERSIGN_API_MAX_LONG_POLLS = env_int("COUNTERSIGN_API_MAX_LONG_POLLS", 4, minimum=1)
@@ -249,7 +250,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # A decision link's token decides for whoever reads it: no log line carries one.
-    "filters": {"decision_tokens": {"()": "control.log_redaction.DecisionTokenFilter"}},
+    "filters": {"decision_tokens": {"()": "control.foundation.log_redaction.DecisionTokenFilter"}},
     # runserver's request lines (the demo's web server) as Django's default logging writes
     # them, through the same filter.
     "formatters": {

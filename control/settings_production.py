@@ -18,7 +18,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-from control.env import env_bool, env_int
+from control.foundation.env import env_bool, env_int
 from control.settings import *  # noqa: F403
 from control.settings import (
     COUNTERSIGN_ALLOW_FAULT_POINTS,

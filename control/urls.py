@@ -7,17 +7,17 @@ from django.contrib import admin
 from django.contrib.auth.views import LogoutView, PasswordChangeDoneView
 from django.urls import include, path
 
-from control import views, web
 from control.api import api
-from control.auth import login_view
-from control.dashboard import dashboard_urls
+from control.auth.login import login_view
+from control.auth.passwords import password_change_view
 from control.metrics import metrics_view
-from control.passwords import password_change_view
+from control.web import health, pages
+from control.web.dashboard import dashboard_urls
 from runs.gateway.http import mcp_endpoint
 
 urlpatterns = [
-    path("", web.home, name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    path("", pages.home, name="home"),
+    path("healthz", health.healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("accounts/login/", login_view, name="login"),
     # No password reset: the deployment sends no mail by default (SECURITY.md).
@@ -29,7 +29,7 @@ urlpatterns = [
         name="password_change_done",
     ),
     path("admin/", admin.site.urls),
-    # Tenant-blind pages: superusers only (control/dashboard.py).
+    # Tenant-blind pages: superusers only (control/web/dashboard.py).
     path("django-rq/", include(dashboard_urls())),
     path("api/v1/", api.urls),
     # The MCP gateway (runs/gateway): the same tenant tokens, JSON-RPC over Streamable HTTP.

@@ -1,6 +1,6 @@
 """The reconciliation app's numbers for `/metrics`: cases by status and resolution.
 
-The counts come from the rollup (control.rollup, declared in
+The counts come from the rollup (control.foundation.rollup, declared in
 reconciliation/migrations/0002_metric_rollup.py); the oldest unresolved case is read from
 the unresolved cases alone, through the partial index of case_one_unresolved_per_action.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django.db.models import Min, Q
 
-from control.prometheus import Metric, seconds_since
-from control.rollup import Totals
+from control.foundation.prometheus import Metric, seconds_since
+from control.foundation.rollup import Totals
 from reconciliation.models import ReconciliationCase
 
 

@@ -13,9 +13,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from control.audit import audit_record
-from control.clock import db_now
-from control.tenancy import RECONCILER_ROLES, has_any_role
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
+from control.foundation.tenancy import RECONCILER_ROLES, has_any_role
 from reconciliation.exceptions import InvalidTransition, NotAllowed
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import (

@@ -10,10 +10,10 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from control.audit import audit_record
-from control.canonical import canonical_json, content_hash
-from control.clock import db_now
-from control.tenancy import RECONCILER_ROLES, has_any_role
+from control.foundation.audit import audit_record
+from control.foundation.canonical import canonical_json, content_hash
+from control.foundation.clock import db_now
+from control.foundation.tenancy import RECONCILER_ROLES, has_any_role
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import case_needs_four_eyes, policy_four_eyes

@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from control.tenancy import RECONCILER_ROLES
-from control.web import compact_json, pretty_json, tenant_member, with_query
+from control.foundation.tenancy import RECONCILER_ROLES
+from control.web.pages import compact_json, pretty_json, tenant_member, with_query
 from reconciliation import probes, selectors, services
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ReconciliationError
 from reconciliation.forms import CaseFilterForm, ResolveForm

@@ -1,7 +1,7 @@
 """The agent's JSON API for runs, observations and actions (mounted by control.api).
 
 Every endpoint reads through the token's tenant (another tenant's objects are 404) and
-changes state only through runs.services. POSTs run under control.api_idempotency.
+changes state only through runs.services. POSTs run under control.api_kit.idempotency.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from django.utils.crypto import salted_hmac
 from ninja import Field, Path, Query, Router, Status
 from ninja.decorators import decorate_view
 
-from control.api_auth import actor_of
-from control.api_idempotency import idempotent_post
-from control.api_limits import long_poll_slot
-from control.api_parsing import declared_query_only
-from control.api_problems import problems
+from control.api_kit.idempotency import idempotent_post
+from control.api_kit.limits import long_poll_slot
+from control.api_kit.parsing import declared_query_only
+from control.api_kit.problems import problems
+from control.api_kit.tokens import actor_of
 from runs import schemas
 from runs.api_asking import writes_asked_by_key_first
 from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState

@@ -1,6 +1,6 @@
 """Asking tools by key before a POST's transaction (used by runs.api's cancel).
 
-Every API POST runs in one transaction (control.api_idempotency), and a query by key is
+Every API POST runs in one transaction (control.api_kit.idempotency), and a query by key is
 external I/O, which never runs inside one. So a cancel asks first, outside it: each write of
 the token's run that waits to go again after an attempt is asked for by its key
 (runs.execution.recovery.ask_before_ending), and what the tool holds is recorded before the
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from control.api_auth import actor_of, rate_checked_token
-from control.api_limits import ApiLimited, limit_problem
+from control.api_kit.limits import ApiLimited, limit_problem
+from control.api_kit.tokens import actor_of, rate_checked_token
 from runs.execution import recovery
 from runs.models import TERMINAL_PHASES
 from runs.selectors import run_by_id

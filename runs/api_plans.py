@@ -7,8 +7,8 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from control.api_auth import actor_of
-from control.api_problems import problems
+from control.api_kit.problems import problems
+from control.api_kit.tokens import actor_of
 from runs import schemas
 from runs.api import action_body, post, run_or_404
 from runs.exceptions import InvalidArguments

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from control.canonical import canonical_json
+from control.foundation.canonical import canonical_json
 from runs.exceptions import InvalidArguments, TooManyWaiting
 from runs.models import Action, Plan
 

@@ -1,8 +1,8 @@
 """The runs app's numbers for `/metrics`: intents, approval latency, attempts, takeovers,
 suppressed duplicates and the outbox.
 
-Counts come from the rollup (control.rollup; what this app's rows count for is declared in
-runs/migrations/0013_metric_rollup.py); the rest reads only backlogs through partial
+Counts come from the rollup (control.foundation.rollup; what this app's rows count for is
+declared in runs/migrations/0013_metric_rollup.py); the rest reads only backlogs through partial
 indexes: live approval requests, unknown outcomes, sends in progress, the undelivered
 outbox. No query here grows with history.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from django.db.models import Count, F, Min
 from django.db.models.functions import Now
 
-from control.counters import WORKER_EVENTS
-from control.prometheus import Metric, format_number, seconds_since
-from control.rollup import Totals
+from control.foundation.counters import WORKER_EVENTS
+from control.foundation.prometheus import Metric, format_number, seconds_since
+from control.foundation.rollup import Totals
 from runs.models import Action, Attempt, OutboxMessage, Receipt
 
 # Seconds from proposal to decision.

@@ -45,10 +45,10 @@ from django.core.mail import send_mass_mail
 from django.db.models.functions import Now
 from django.urls import reverse
 
-from control.canonical import canonical_json
+from control.foundation.canonical import canonical_json
+from control.foundation.tenancy import APPROVER_ROLES, verified_memberships
 from control.models import Membership
-from control.tenancy import APPROVER_ROLES, verified_memberships
-from control.web import compact_json
+from control.web.pages import compact_json
 from runs.decision_links import decision_link_url
 from runs.models import Action, OutboxMessage, ToolPolicy
 from runs.pages.lookalikes import lookalikes, quoted, shown

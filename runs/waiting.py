@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from control.api_limits import sleep_without_database
+from control.api_kit.limits import sleep_without_database
 from runs.models import Action
 from runs.selectors import action_status
 

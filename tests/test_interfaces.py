@@ -22,7 +22,7 @@ from django.test import RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
-from control.counters import REDIS_COUNTERS
+from control.foundation.counters import REDIS_COUNTERS
 from control.metrics import metrics_view
 from runs.execution import protocol
 from runs.execution.worker import settle_unknown

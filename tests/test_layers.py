@@ -19,7 +19,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # The composition root: the only control/ modules allowed to know every app, because their job
 # is to wire the apps together (INSTALLED_APPS, the URL and API mounts, the server entry points,
-# and the metrics page that assembles every app's counters).
+# and the metrics page that assembles every app's counters). They sit at the top of control/;
+# its folders (foundation/, api_kit/, auth/, web/) and its other modules are the foundation.
 COMPOSITION_ROOT = frozenset(
     {
         "control/settings.py",
@@ -197,6 +198,12 @@ def test_the_foundation_imports_no_app(project_imports):
     _assert_none(foundation_violations(project_imports))
 
 
+def test_the_composition_root_names_only_modules_that_exist():
+    # A module moved away would leave its old path exempting nothing, and a new module at that
+    # path would inherit the exemption unseen.
+    assert sorted(path for path in COMPOSITION_ROOT if not (PROJECT_ROOT / path).is_file()) == []
+
+
 def test_runs_imports_nothing_from_reconciliation_sandbox_or_bench(project_imports):
     _assert_none(runs_violations(project_imports))
 
@@ -224,7 +231,7 @@ def test_no_modules_import_each_other_in_a_cycle(project_imports):
 # One planted violation per rule, next to what must stay silent: the composition root importing
 # apps, bench importing runs, relative imports within a package, a migration importing bench.
 PLANTED_TREE = {
-    "control/audit.py": "from runs.models import Action\n",
+    "control/foundation/audit.py": "from runs.models import Action\n",
     "control/settings.py": "import bench.report\nfrom runs import views\n",
     "runs/models.py": "",
     "runs/views.py": "from .models import Action\n",
@@ -235,7 +242,7 @@ PLANTED_TREE = {
     "reconciliation/services.py": "from runs.models import Action\n",
     "reconciliation/views.py": "import sandbox.digest\n",
     "sandbox/digest.py": "",
-    "sandbox/views.py": "import control.canonical\nfrom . import digest\n",
+    "sandbox/views.py": "import control.foundation.canonical\nfrom . import digest\n",
     "bench/report.py": "from runs.models import Action\n",
     "client/countersign_client/__init__.py": "from .x import Client\n",
     "client/countersign_client/x.py": "from django.conf import settings\n",
@@ -254,10 +261,10 @@ def planted_imports(tmp_path) -> list[Import]:
 @pytest.mark.parametrize(
     ("check", "expected"),
     [
-        (foundation_violations, "control/audit.py:1: `from runs.models import Action`"),
+        (foundation_violations, "control/foundation/audit.py:1: `from runs.models import Action`"),
         (runs_violations, "runs/jobs.py:1: `from reconciliation.services import sweep`"),
         (reconciliation_violations, "reconciliation/views.py:1: `import sandbox.digest`"),
-        (sandbox_violations, "sandbox/views.py:1: `import control.canonical`"),
+        (sandbox_violations, "sandbox/views.py:1: `import control.foundation.canonical`"),
         (client_violations, "client/countersign_client/x.py:1: `from django.conf import settings`"),
         (bench_violations, "control/settings.py:1: `import bench.report`"),
         (cycle_violations, "runs/a.py:1: `import runs.b`"),

@@ -5,8 +5,8 @@ from django.db import migrations, models
 
 def sign_the_current_head(apps, schema_editor) -> None:
     """A chain written before heads were signed gets its head signed once, here."""
-    from control import signing
-    from control.canonical import canonical_json
+    from control.foundation import signing
+    from control.foundation.canonical import canonical_json
 
     head = apps.get_model("control", "AuditChainHead").objects.filter(id=1, seq__gt=0).first()
     if head is None:

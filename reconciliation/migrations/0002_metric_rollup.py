@@ -1,10 +1,10 @@
-"""Cases by status and resolution for `/metrics`, kept by triggers (control.rollup)."""
+"""Cases by status and resolution for `/metrics`, kept by triggers (control.foundation.rollup)."""
 
 from __future__ import annotations
 
 from django.db import migrations
 
-from control.rollup import Counted
+from control.foundation.rollup import Counted
 
 
 class Migration(migrations.Migration):

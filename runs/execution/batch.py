@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from control.clock import db_now
-from control.tenancy import roles_of_members
+from control.foundation.clock import db_now
+from control.foundation.tenancy import roles_of_members
 from runs.exceptions import GrantMismatch, StaleState, UnsignedRows
 from runs.execution.protocol import attempts_finish, budget_spent, phase_after_action
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run

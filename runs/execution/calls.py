@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connection
 
-from control.counters import count_event
+from control.foundation.counters import count_event
 from runs.exceptions import LeaseLost
 from runs.execution.batch import Step
 from runs.execution.heartbeat import lease_kept

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from django.db import IntegrityError
 from django.db.models import F
 
-from control.counters import count_event
+from control.foundation.counters import count_event
 from runs.exceptions import CheckpointError, StaleState
 from runs.execution import batch
 from runs.execution.calls import fenced, guarded, send_all

@@ -13,8 +13,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from control.audit import audit_record
-from control.clock import db_now
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
 from runs.exceptions import GrantMismatch
 from runs.execution import saga
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Attempt, Receipt, Run

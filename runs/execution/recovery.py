@@ -13,9 +13,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from control.audit import audit_record
-from control.clock import db_now
-from control.tenancy import APPROVER_ROLES, has_any_role
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
+from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import InvalidArguments, NotAllowed, StaleState
 from runs.execution import saga
 from runs.execution.protocol import (

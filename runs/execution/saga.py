@@ -14,7 +14,7 @@ names each.
 
 from __future__ import annotations
 
-from control.canonical import content_hash
+from control.foundation.canonical import content_hash
 from runs.models import TERMINAL_PHASES, Action, Run
 from runs.record.events import LeaseToken, append_event
 from runs.record.outbox import OPEN_CASE_JOB

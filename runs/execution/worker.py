@@ -19,8 +19,8 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
-from control.canonical import canonical_json, content_hash
-from control.counters import count_event
+from control.foundation.canonical import canonical_json, content_hash
+from control.foundation.counters import count_event
 from runs.exceptions import CheckpointError, LeaseLost
 from runs.execution import protocol, recovery
 from runs.execution.faults import fault_point

@@ -14,8 +14,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from pydantic import ValidationError
 
-from control.api_limits import long_poll_slot
-from control.canonical import intent_digest
+from control.api_kit.limits import long_poll_slot
+from control.foundation.canonical import intent_digest
 from runs.exceptions import InvalidArguments, InvalidTransition, RunsError
 from runs.gateway.outcomes import outcome
 from runs.gateway.sessions import Caller, agent_locked, session_run, session_start_run

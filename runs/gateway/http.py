@@ -22,11 +22,11 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from control.api_auth import rate_checked_token
-from control.api_limits import ApiLimited, limit_problem
-from control.api_parsing import parse_request_body
-from control.api_problems import BodyNotAcceptable, body_problem
-from control.strictjson import StrictJSONError
+from control.api_kit.limits import ApiLimited, limit_problem
+from control.api_kit.parsing import parse_request_body
+from control.api_kit.problems import BodyNotAcceptable, body_problem
+from control.api_kit.tokens import rate_checked_token
+from control.foundation.strictjson import StrictJSONError
 from runs.gateway.sessions import Caller, session_open
 
 SESSION_HEADER = "Mcp-Session-Id"

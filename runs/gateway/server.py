@@ -20,7 +20,7 @@ import mcp_types as types
 from asgiref.sync import sync_to_async
 from mcp.server.lowlevel import Server
 
-from control.api_limits import ApiLimited
+from control.api_kit.limits import ApiLimited
 from runs.gateway import calls
 from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller, session_seen

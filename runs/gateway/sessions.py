@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from control.api_auth import actor_of
+from control.api_kit.tokens import actor_of
 from control.models import ApiToken
 from runs.models import TERMINAL_PHASES, McpAgent, McpAgentRun, McpSession, Run
 from runs.services import run_start

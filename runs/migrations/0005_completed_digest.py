@@ -10,7 +10,7 @@ import hashlib
 
 from django.db import migrations, models
 
-from control.canonical import canonical_json
+from control.foundation.canonical import canonical_json
 
 GENESIS = "sha256:" + "0" * 64
 

@@ -1,4 +1,4 @@
-"""What the runs tables count for on `/metrics`, kept by triggers (control.rollup).
+"""What the runs tables count for on `/metrics`, kept by triggers (control.foundation.rollup).
 
 Intents by tool and status, attempts by status and error class, receipts by source, and
 each decision's latency (its time minus its intent's proposal) as a histogram bucket and a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from control.rollup import Counted, Fact
+from control.foundation.rollup import Counted, Fact
 
 BUCKETS = (10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 

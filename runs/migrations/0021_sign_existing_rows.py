@@ -1,12 +1,12 @@
 """Signs the rows that decide approval and existed before they were signed: tool policies,
-standing rules and memberships (control.row_signing), with the first key of
+standing rules and memberships (control.foundation.row_signing), with the first key of
 COUNTERSIGN_CHECKPOINT_KEYS as configured when `migrate` runs.
 
 Rows present at the upgrade are vouched for as they stand: review /policies/ and the
 members before upgrading (docs/DEPLOY.md). With no key configured, nothing is signed and
 `verify_audit` names every unsigned row; such rows decide nothing until an admin saves the
 policy, re-adds the member or proposes the rule again. The code is copied from
-control.row_signing and runs.record.signed_rows as they were written, so that later changes
+control.foundation.row_signing and runs.record.signed_rows as they were written, so that later changes
 to them cannot change what this migration did.
 """
 

@@ -6,8 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from control.tenancy import APPROVER_ROLES
-from control.web import tenant_member
+from control.foundation.tenancy import APPROVER_ROLES
+from control.web.pages import tenant_member
 from runs import selectors
 from runs.pages.presenters import CatalogEntry
 

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from control.audit import audit_record
+from control.foundation.audit import audit_record
 from runs import selectors, services
 from runs.decision_links import LinkClaims, LinkRefused, decision_link_read
 from runs.exceptions import LinkUsed, RunsError

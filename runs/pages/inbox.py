@@ -18,8 +18,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget, trigger_client_event
 
-from control.tenancy import APPROVER_ROLES
-from control.web import (
+from control.foundation.tenancy import APPROVER_ROLES
+from control.web.pages import (
     INBOX_READER_ROLES,
     can_decide,
     safe_next,

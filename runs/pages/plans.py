@@ -8,8 +8,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from control.tenancy import APPROVER_ROLES
-from control.web import (
+from control.foundation.tenancy import APPROVER_ROLES
+from control.web.pages import (
     INBOX_READER_ROLES,
     can_decide,
     compact_json,

@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from control.models import Tenant
-from control.web import (
+from control.web.pages import (
     ADMIN_ROLES,
     tenant_member,
 )

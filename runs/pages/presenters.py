@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.text import Truncator
 from django.utils.timesince import timeuntil
 
-from control.web import (
+from control.web.pages import (
     compact_json,
     pretty_json,
 )

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from control.models import Role
-from control.web import tenant_member
+from control.web.pages import tenant_member
 from runs import selectors
 from runs.models import Action, Receipt
 from runs.services import ledger_export_record

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from control.tenancy import APPROVER_ROLES
-from control.web import (
+from control.foundation.tenancy import APPROVER_ROLES
+from control.web.pages import (
     can_decide,
     compact_json,
     pretty_json,

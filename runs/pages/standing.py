@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from control.web import ADMIN_ROLES, tenant_member
+from control.web.pages import ADMIN_ROLES, tenant_member
 from runs import services
 from runs.exceptions import RunsError
 from runs.models import StandingGrant

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from control.web import tenant_switch
+from control.web.pages import tenant_switch
 from runs.pages import catalog, decision_links, inbox, plans, policies, run_pages, standing
 
 urlpatterns = [

@@ -9,7 +9,7 @@ with the verified state before every send. Any difference refuses the send.
 
 from __future__ import annotations
 
-from control.canonical import canonical_json
+from control.foundation.canonical import canonical_json
 from runs.models import Action, Approval
 from runs.record.checkpoints import approval_state, pending_action_state
 

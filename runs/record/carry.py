@@ -23,7 +23,12 @@ and a worker recording an outcome stops the run for a person instead (runs.execu
 
 from __future__ import annotations
 
-from control.canonical import canonical_json, content_hash, idempotency_key, intent_digest
+from control.foundation.canonical import (
+    canonical_json,
+    content_hash,
+    idempotency_key,
+    intent_digest,
+)
 from runs.exceptions import CheckpointError, UnsignedRows
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Checkpoint, Run
 from runs.record.authored import is_authored

@@ -7,9 +7,9 @@ CheckpointError(step, message); nothing is advanced before all of them pass.
 
 from __future__ import annotations
 
-from control import signing
-from control.canonical import canonical_json, content_hash
-from control.strictjson import StrictJSONError, parse_strict
+from control.foundation import signing
+from control.foundation.canonical import canonical_json, content_hash
+from control.foundation.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError, LeaseLost
 from runs.models import Action, Checkpoint, Run
 from runs.record.direct_sql import rows_insert

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from control.canonical import canonical_json
+from control.foundation.canonical import canonical_json
 from runs.models import Action, Run, RunEvent
 
 # The digest of no completed work (the same empty-chain value as the event log's).

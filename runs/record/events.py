@@ -16,7 +16,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from control.canonical import canonical_json
+from control.foundation.canonical import canonical_json
 from runs.exceptions import LeaseLost, StaleState
 from runs.models import Action, Lease, Run, RunEvent
 from runs.record.completed import completed_fold

@@ -10,8 +10,13 @@ neither exports the bare envelope, as it always has.
 
 from __future__ import annotations
 
-from control.canonical import canonical_json, content_hash, idempotency_key, intent_digest
-from control.strictjson import StrictJSONError, parse_strict
+from control.foundation.canonical import (
+    canonical_json,
+    content_hash,
+    idempotency_key,
+    intent_digest,
+)
+from control.foundation.strictjson import StrictJSONError, parse_strict
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint, Run
 from runs.record.binding import INTENT_FIELDS

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from control.canonical import idempotency_key, intent_digest
+from control.foundation.canonical import idempotency_key, intent_digest
 from runs.exceptions import CheckpointError
 from runs.models import Run
 from runs.record.completed import COMPLETED_GENESIS

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.job import Job
 
-from control.queues import execution_queue
+from control.foundation.queues import execution_queue
 from runs.models import OutboxMessage
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The rows of runs that decide approval or reach, and the fields their MACs cover
-(control.row_signing).
+(control.foundation.row_signing).
 
 A tool policy decides whether an intent waits for a person and how many; a standing rule
 approves intents by itself, so its limits, its approvers and its use counters are all signed
@@ -9,7 +9,7 @@ transaction that changes it; every read that decides verifies it.
 
 from __future__ import annotations
 
-from control.row_signing import SignedRows, decimal_text, time_text
+from control.foundation.row_signing import SignedRows, decimal_text, time_text
 
 POLICY_ROWS = SignedRows(
     "tool_policy",

@@ -58,7 +58,8 @@ class Policy:
     required_approvals: int
     approval_seconds: int
     standing_grants_allowed: bool = True
-    # Why the tenant's policy row was not trusted (control.row_signing), or "" when it was.
+    # Why the tenant's policy row was not trusted (control.foundation.row_signing), or ""
+    # when it was.
     problem: str = ""
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from control.audit import audit_record
-from control.clock import db_now
-from control.tenancy import APPROVER_ROLES, has_any_role, roles_of_members
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
+from control.foundation.tenancy import APPROVER_ROLES, has_any_role, roles_of_members
 from runs import notifications
 from runs.exceptions import (
     GrantMismatch,

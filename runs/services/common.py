@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models.functions import Now
 from django.urls import reverse
 
-from control.audit import audit_record
+from control.foundation.audit import audit_record
 from runs.exceptions import (
     InvalidTransition,
     PlanItemAlone,

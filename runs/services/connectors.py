@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from control.audit import audit_record
+from control.foundation.audit import audit_record
 from control.models import Tenant
 from runs.exceptions import InvalidArguments
 from runs.models import ConnectorEnablement

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 
-from control.audit import audit_record
-from control.canonical import idempotency_key, intent_digest
-from control.clock import db_now
-from control.tenancy import APPROVER_ROLES, has_any_role
+from control.foundation.audit import audit_record
+from control.foundation.canonical import idempotency_key, intent_digest
+from control.foundation.clock import db_now
+from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from runs import notifications
 from runs.action_ids import reserved_action_id_refusal
 from runs.exceptions import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control.audit import audit_record
+from control.foundation.audit import audit_record
 from control.models import Tenant
 
 

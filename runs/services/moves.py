@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from django.db import transaction
 
-from control.audit import audit_record
-from control.clock import db_now
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
 from control.models import Tenant
 from runs import notifications
 from runs.exceptions import InvalidArguments, InvalidTransition

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from django.db import IntegrityError, transaction
 
-from control.audit import audit_record
-from control.clock import db_now
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
 from runs import notifications
 from runs.decision_links import LinkClaims
 from runs.exceptions import GrantMismatch, LinkUsed, NotAllowed

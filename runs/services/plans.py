@@ -24,10 +24,10 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from control.audit import audit_record
-from control.canonical import canonical_json, content_hash, idempotency_key
-from control.clock import db_now
-from control.tenancy import APPROVER_ROLES, has_any_role
+from control.foundation.audit import audit_record
+from control.foundation.canonical import canonical_json, content_hash, idempotency_key
+from control.foundation.clock import db_now
+from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from runs import notifications
 from runs.exceptions import (
     GrantMismatch,

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 
-from control.audit import audit_record
+from control.foundation.audit import audit_record
 from control.models import Tenant
 from runs.exceptions import (
     InvalidArguments,

@@ -7,8 +7,8 @@ from datetime import datetime
 
 from django.db import transaction
 
-from control.audit import audit_record
-from control.clock import db_now
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
 from control.models import Tenant
 from runs.exceptions import InvalidArguments, InvalidTransition, MissingEvidence, UnsignedRows
 from runs.limits import agent_data_check

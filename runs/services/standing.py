@@ -25,10 +25,10 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.db.models.functions import Now
 
-from control.audit import audit_record
-from control.clock import db_now
+from control.foundation.audit import audit_record
+from control.foundation.clock import db_now
+from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from control.models import Tenant
-from control.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import InvalidArguments, InvalidTransition, NotAllowed
 from runs.models import Action, Approval, Run, StandingGrant, StandingGrantApproval
 from runs.patterns import PatternRefused, safe_pattern

@@ -11,8 +11,8 @@ import copy
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from control.canonical import canonical_json, content_hash, intent_digest
-from control.redaction import redact
+from control.foundation.canonical import canonical_json, content_hash, intent_digest
+from control.foundation.redaction import redact
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, ResultUncertain, ToolError, UnsupportedTool
 from runs.tools.retry import RetryPolicy
@@ -188,7 +188,7 @@ class Tool(ABC):
 
     def redacted(self, text: str) -> str:
         """text (an error of this tool) as anyone may read it: a connector's tool also
-        takes its secrets and hosts out (control.redaction)."""
+        takes its secrets and hosts out (control.foundation.redaction)."""
         return redact(text)
 
     def redacted_answer(self, document: Any) -> Any:

@@ -29,8 +29,8 @@ import requests
 from requests.structures import CaseInsensitiveDict
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from control.canonical import content_hash
-from control.strictjson import StrictJSONError, parse_strict
+from control.foundation.canonical import content_hash
+from control.foundation.strictjson import StrictJSONError, parse_strict
 from runs.tools.bounded import DEFAULT_LIMITS, AnswerLimits, LimitExceeded, exchange
 from runs.tools.calls import Timeout
 from runs.tools.errors import (

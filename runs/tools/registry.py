@@ -23,7 +23,7 @@ import os
 
 from django.conf import settings
 
-from control.redaction import redact
+from control.foundation.redaction import redact
 from runs.tools.base import Tool
 from runs.tools.connectors.files import load_files
 from runs.tools.errors import UnsupportedTool

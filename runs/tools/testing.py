@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from runs.tools.base import EFFECT_CLASSES, RESENDABLE_EFFECT_CLASSES, Tool
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import InvalidArguments, ResultUncertain, TransientError

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from runs.models import Action, Checkpoint, Observation, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.services import approval_decide

@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 from django.http import HttpResponse
 from django.test import RequestFactory
 
-from control.api_idempotency import KEY_TTL, execute_once, purge_expired, request_fingerprint
+from control.api_kit.idempotency import KEY_TTL, execute_once, purge_expired, request_fingerprint
 from control.models import ApiIdempotencyKey
 from runs.models import Action, Run
 from tests.api.conftest import ApiClient, assert_problem, make_token

@@ -20,14 +20,14 @@ import time_machine
 from django.conf import settings
 from django.db import connection
 
-from control.api_limits import (
+from control.api_kit.limits import (
     KEY_PREFIX,
     LONG_POLL_GRACE_SECONDS,
     ApiLimited,
     long_poll_slot,
     process_long_polls,
 )
-from control.api_parsing import MAX_BODY_BYTES
+from control.api_kit.parsing import MAX_BODY_BYTES
 from control.models import ApiToken
 from control.services import api_token_create
 from runs.models import Run
@@ -54,7 +54,7 @@ def _in_another_process(token: ApiToken, code: str, **env: str) -> None:
     `token` there is an unsaved ApiToken with the same hash (the limits key on nothing else)."""
     script = (
         "import os, django; django.setup()\n"
-        "from control.api_limits import long_poll_slot, request_rate_check\n"
+        "from control.api_kit.limits import long_poll_slot, request_rate_check\n"
         "from control.models import ApiToken\n"
         f"token = ApiToken(token_hash={token.token_hash!r})\n{code}"
     )

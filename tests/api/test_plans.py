@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.canonical import canonical_json, content_hash
+from control.foundation.canonical import canonical_json, content_hash
 from runs.models import Action, Plan
 from runs.services import plan_decide
 from tests.api.conftest import assert_problem

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from control.clock import db_now
+from control.foundation.clock import db_now
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Run
 from runs.models import Observation as SeenRecord

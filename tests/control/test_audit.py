@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from control.audit import audit_record, entry_hash, hashed_fields
+from control.foundation.audit import audit_record, entry_hash, hashed_fields
 from control.models import AuditChainHead, AuditEntry
 
 pytestmark = pytest.mark.django_db

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control.canonical import (
+from control.foundation.canonical import (
     canonical_json,
     content_hash,
     idempotency_key,
     intent_digest,
     jcs,
 )
-from control.strictjson import parse_strict
+from control.foundation.strictjson import parse_strict
 
 SAFE_INTEGER = 2**53 - 1
 

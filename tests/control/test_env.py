@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from control.env import env_bool, env_database, env_int, env_list, env_signing_keys, env_str
+from control.foundation.env import (
+    env_bool,
+    env_database,
+    env_int,
+    env_list,
+    env_signing_keys,
+    env_str,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from control.log_redaction import without_decision_tokens
+from control.foundation.log_redaction import without_decision_tokens
 
 TOKEN = "eyJhIjoiYWN0aW9uIn0:1w3XyZ:SECRET-PART"
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test import RequestFactory
 
-from control.counters import REDIS_COUNTERS, count_event
+from control.foundation.counters import REDIS_COUNTERS, count_event
 from control.metrics import metrics_view
 from runs.execution import protocol
 from runs.execution.worker import settle_unknown

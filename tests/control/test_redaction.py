@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from control.redaction import HIDDEN, redact
+from control.foundation.redaction import HIDDEN, redact
 
 
 @pytest.mark.parametrize(

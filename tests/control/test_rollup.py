@@ -1,4 +1,4 @@
-"""The rollup /metrics reads (control.rollup) equals a fresh COUNT of the rows, whatever
+"""The rollup /metrics reads (control.foundation.rollup) equals a fresh COUNT of the rows, whatever
 wrote them: services, the worker, bulk and raw updates; it folds without losing a count,
 forgets what a rolled-back transaction did, and rebuilds after a TRUNCATE."""
 
@@ -11,10 +11,10 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import Count, F
 
+from control.foundation.prometheus import format_number, render
+from control.foundation.rollup import Totals, fold, totals
 from control.metrics import collect
 from control.models import MetricCount
-from control.prometheus import format_number, render
-from control.rollup import Totals, fold, totals
 from reconciliation.management.commands.sweep import Command as SweepCommand
 from reconciliation.models import ReconciliationCase
 from reconciliation.probes import case_probe

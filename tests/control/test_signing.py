@@ -6,7 +6,7 @@ import hmac
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from control.signing import SignatureError, sign, verify
+from control.foundation.signing import SignatureError, sign, verify
 
 KEY_A = ("key-a", b"secret-of-key-a-0123456789abcdef")
 KEY_B = ("key-b", b"secret-of-key-b-fedcba9876543210")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control.strictjson import StrictJSONError, parse_strict
+from control.foundation.strictjson import StrictJSONError, parse_strict
 
 
 def deep_arrays(depth: int) -> bytes:

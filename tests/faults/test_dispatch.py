@@ -14,7 +14,7 @@ from django.db import connection
 from rq import Queue
 from rq.job import Job
 
-from control.counters import REDIS_COUNTERS
+from control.foundation.counters import REDIS_COUNTERS
 from runs.jobs import execute_run
 from runs.models import Action, OutboxMessage
 from runs.record.outbox import EXECUTE_JOB

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from control.models import AuditEntry
 from runs.models import Action, Approval
 from runs.record.verification import run_verify

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.db.models.functions import Now
 
-from control.counters import REDIS_COUNTERS
+from control.foundation.counters import REDIS_COUNTERS
 from runs.models import Action, RunEvent
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user

@@ -22,10 +22,10 @@ def _forget_failed_jobs(queue) -> None:
 
 def test_a_job_that_raises_fails_the_test_though_the_worker_exits_cleanly(workers, redis_queue):
     # A real job that raises inside the worker process: db_now takes no arguments.
-    redis_queue.enqueue("control.clock.db_now", "an unexpected argument")
+    redis_queue.enqueue("control.foundation.clock.db_now", "an unexpected argument")
 
     with pytest.raises(
-        AssertionError, match=r"(?s)RQ jobs raised:\ncontrol.clock.db_now: .*TypeError"
+        AssertionError, match=r"(?s)RQ jobs raised:\ncontrol.foundation.clock.db_now: .*TypeError"
     ):
         workers.run_burst()
 

@@ -3,7 +3,7 @@ refuses, with the same words, and nothing is written."""
 
 from __future__ import annotations
 
-from control.api_limits import process_long_polls
+from control.api_kit.limits import process_long_polls
 from runs import limits
 from runs.gateway.sessions import session_run
 from runs.models import Action, McpSession, Run

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from control import signing
-from control.canonical import canonical_json
+from control.foundation import signing
+from control.foundation.canonical import canonical_json
 from runs.exceptions import CheckpointError
 from runs.record.checkpoints import (
     SCHEMA_VERSION,

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db.models.functions import Now
 
-from control.canonical import canonical_json, content_hash
+from control.foundation.canonical import canonical_json, content_hash
 from reconciliation.services import case_resolve
 from runs.exceptions import GrantMismatch, IntentConflict, InvalidArguments, InvalidTransition
 from runs.execution.sweep import ONE_PER_REQUEST

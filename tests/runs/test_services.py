@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from control.canonical import idempotency_key, intent_digest
+from control.foundation.canonical import idempotency_key, intent_digest
 from runs.exceptions import (
     GrantMismatch,
     IntentConflict,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from sandbox.models import Effect, Notification
 
 pytestmark = [

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from sandbox.models import Effect, IdempotencyRecord, Ticket
 
 pytestmark = [

@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory
 
-from control.audit import audit_verify
-from control.auth import AuditDeniedMiddleware, audit_denied
+from control.auth.denials import AuditDeniedMiddleware, audit_denied
+from control.foundation.audit import audit_verify
 from control.models import ApiToken, AuditEntry
 from tests.factories import make_user
 

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from control.audit import audit_verify
-from control.env import env_signing_keys
+from control.foundation.audit import audit_verify
+from control.foundation.env import env_signing_keys
 from control.models import AuditEntry
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint

@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from control.audit import audit_verify
-from control.auth import login_failures_summarize
+from control.auth.summaries import login_failures_summarize
+from control.foundation.audit import audit_verify
 from control.models import AuditEntry, LoginFailure
 from tests.factories import make_user
 from tests.security.conftest import PASSWORD

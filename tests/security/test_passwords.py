@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
-from control.audit import audit_verify
+from control.foundation.audit import audit_verify
 from control.models import AuditEntry
 from tests.factories import make_user
 from tests.security.conftest import PASSWORD

@@ -11,7 +11,7 @@ import json
 import pytest
 from django.db import connection, transaction
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from control.models import AuditEntry
 from runs.models import Action, Approval, Run
 from runs.record.events import append_event

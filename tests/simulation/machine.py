@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 from rq.job import Job
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from reconciliation.models import ReconciliationCase
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import case_resolve, open_missing_cases

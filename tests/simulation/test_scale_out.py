@@ -16,7 +16,7 @@ import time_machine
 from django.db.models import Count
 from django.utils import timezone
 
-from control.clock import db_now
+from control.foundation.clock import db_now
 from runs.exceptions import LeaseBusy
 from runs.models import Action, Lease
 from runs.services import lease_claim

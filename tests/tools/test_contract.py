@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from runs.tools.calls import ToolCall, ToolReceipt
 from runs.tools.errors import (
     BusinessRejection,

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from control.canonical import intent_digest
+from control.foundation.canonical import intent_digest
 from runs.tools.calls import ToolCall
 from runs.tools.connectors.files import load_file
 from runs.tools.connectors.mcp_import import definition_text

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from control.canonical import content_hash, intent_digest
+from control.foundation.canonical import content_hash, intent_digest
 from runs.tools.calls import ToolCall
 from runs.tools.errors import (
     BusinessRejection,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control.canonical import content_hash
+from control.foundation.canonical import content_hash
 from runs.tools.calls import ToolCall
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.errors import (

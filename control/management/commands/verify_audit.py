@@ -1,6 +1,6 @@
 """Verifies the audit chain end to end, and every row that decides approval (tool policies,
-standing rules, memberships: control.row_signing); exits non-zero on the first broken link
-or on any such row that does not verify, naming each."""
+standing rules, memberships: control.foundation.row_signing); exits non-zero on the first
+broken link or on any such row that does not verify, naming each."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 
 from django.core.management.base import BaseCommand, CommandError
 
-from control.audit import audit_expect, audit_head, audit_verify
-from control.row_signing import unverified_rows
+from control.foundation.audit import audit_expect, audit_head, audit_verify
+from control.foundation.row_signing import unverified_rows
 
 EXPECTED_HEAD = re.compile(r"(?P<seq>[1-9][0-9]{0,17}):(?P<hash>sha256:[0-9a-f]{64})")
 

@@ -1,6 +1,6 @@
 """The sweep: re-drives work from PostgreSQL (outbox, expiries, due and orphaned actions,
 missing reconciliation cases), purges expired idempotency keys, summarizes old failed logins
-into the audit chain, and folds the metrics' appended counts (control.rollup). `--loop`
+into the audit chain, and folds the metrics' appended counts (control.foundation.rollup). `--loop`
 repeats until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from control.api_idempotency import purge_expired
-from control.auth import login_failures_summarize
-from control.rollup import fold
+from control.api_kit.idempotency import purge_expired
+from control.auth.summaries import login_failures_summarize
+from control.foundation.rollup import fold
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import open_missing_cases
 from runs.execution.sweep import sweep_once

@@ -13,8 +13,8 @@ key ids stored checkpoints use and fails when one of them is no longer configure
     checkpoint_keys retire --id 2026-01     # refuses while a run's latest checkpoint needs it
 
 Tool policies, standing rules and memberships are signed with the same keys
-(control.row_signing); they are re-signed (`resign-rows`, only rows that verify), since a row
-whose key is retired decides nothing.
+(control.foundation.row_signing); they are re-signed (`resign-rows`, only rows that
+verify), since a row whose key is retired decides nothing.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count, OuterRef, Subquery
 
-from control.audit import audit_record
-from control.row_signing import rows_resign, rows_signed_with
+from control.foundation.audit import audit_record
+from control.foundation.row_signing import rows_resign, rows_signed_with
 from runs.exceptions import CheckpointError
 from runs.models import Checkpoint
 from runs.record.checkpoints import checkpoint_verify

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from control.redaction import redact, redact_document
+from control.foundation.redaction import redact, redact_document
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import (
     TemplateError,
@@ -52,7 +52,8 @@ _NOT_MEANING = ("retry", "description")
 @dataclass
 class Secrets:
     """The values a connector's `${VAR}`s expanded to (and the names to show instead), and
-    the hosts its kind reaches: what no error of its tools may carry (control.redaction)."""
+    the hosts its kind reaches: what no error of its tools may carry
+    (control.foundation.redaction)."""
 
     names: dict[str, str] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)

@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from control.canonical import canonical_json, content_hash
+from control.foundation.canonical import canonical_json, content_hash
 from runs.tools.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, tool_spec

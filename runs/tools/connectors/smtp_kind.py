@@ -32,7 +32,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from typing import Any
 
-from control.canonical import content_hash
+from control.foundation.canonical import content_hash
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.connectors.definition import ConnectorSpec, ToolSpec, check_template, tool_spec
 from runs.tools.connectors.fields import Fields

@@ -1,7 +1,7 @@
 """Changing one's own password: throttled like logging in, and audited. There is no reset.
 
 A wrong current password is a password guess like a failed login, so it is counted by the
-login throttle (control.auth) against the same username and address: guesses through either
+login throttle (control.auth.throttle) against the same username and address: guesses through either
 door add up, and while either is locked both refuse, the right password too. Each refused
 guess and each change is in the audit chain, never the password. Django's own view checks
 the old password outside `authenticate()`, where no throttle sees it; the admin's page asks
@@ -21,8 +21,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 
-from control.audit import audit_record
-from control.auth import client_address, locked_message, login_failure_record, login_locked_until
+from control.auth.clients import client_address
+from control.auth.throttle import locked_message, login_failure_record, login_locked_until
+from control.foundation.audit import audit_record
 
 
 @transaction.atomic

@@ -21,8 +21,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from control.foundation.tenancy import verified_memberships
 from control.models import Membership, Role, Tenant
-from control.tenancy import verified_memberships
 
 SESSION_TENANT_KEY = "countersign_tenant"
 READER_ROLES = frozenset(Role.values)
@@ -38,7 +38,7 @@ class TenantChoice:
 
 def memberships_of(user) -> list[TenantChoice]:
     """The tenants a person belongs to with their roles in each, by tenant name (one query);
-    only memberships that verify count (control.tenancy.MEMBERSHIP_ROWS)."""
+    only memberships that verify count (control.foundation.tenancy.MEMBERSHIP_ROWS)."""
     return _memberships(user)[0]
 
 

@@ -18,7 +18,7 @@ plus extensions where they help: `rule` and `path` for a body the strict parser 
   missing_evidence, intent_conflict), or an Idempotency-Key reused with another body;
 - 429: the token is over its request rate (rate_limited), has too many long-polls waiting
   (too_many_long_polls), or too many requests or plans waiting for people
-  (too_many_waiting); Retry-After says when to try again (control.api_limits, runs.limits);
+  (too_many_waiting); Retry-After says when to try again (control.api_kit.limits, runs.limits);
 - 500: checkpoint_invalid (the stored checkpoint failed verification) or internal_error;
 - 503: limits_unavailable (the limits cannot be counted, so the request is refused).
 """
@@ -37,7 +37,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import ConfigDict
 
-from control.strictjson import StrictJSONError
+from control.foundation.strictjson import StrictJSONError
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def problem_response(code: str, detail: str, **extensions: Any) -> HttpResponse:
         status=problem.status,
         content_type=PROBLEM_CONTENT_TYPE,
     )
-    response.problem_code = problem.code  # read by control.api_idempotency
+    response.problem_code = problem.code  # read by control.api_kit.idempotency
     return response
 
 

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from django.db.models import Model, QuerySet
 
+from control.foundation.row_signing import SignedRows
 from control.models import Membership, Role, Tenant
-from control.row_signing import SignedRows
 
 APPROVER_ROLES = frozenset({Role.OPERATOR, Role.ADMIN})
 RECONCILER_ROLES = frozenset({Role.RECONCILER, Role.ADMIN})

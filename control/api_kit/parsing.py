@@ -1,4 +1,4 @@
-"""The agent API's body parser: every JSON body goes through control.strictjson first.
+"""The agent API's body parser: every JSON body goes through control.foundation.strictjson first.
 
 Duplicate keys, NaN/Infinity, overflowing numbers, lone surrogates, trailing data, nesting
 deeper than MAX_DEPTH and bodies over MAX_BODY_BYTES are refused (400, naming the rule and
@@ -20,10 +20,10 @@ from django.http import HttpRequest, HttpResponse
 from ninja.params.models import Query as QuerySource
 from ninja.parser import Parser
 
-from control.api_auth import rate_checked_token
-from control.api_limits import ApiLimited, limit_problem
-from control.api_problems import BodyNotAcceptable, problem_response
-from control.strictjson import parse_strict
+from control.api_kit.limits import ApiLimited, limit_problem
+from control.api_kit.problems import BodyNotAcceptable, problem_response
+from control.api_kit.tokens import rate_checked_token
+from control.foundation.strictjson import parse_strict
 
 MAX_BODY_BYTES = 1_000_000
 MAX_DEPTH = 32

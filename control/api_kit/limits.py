@@ -34,7 +34,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from redis.exceptions import RedisError
 
-from control.api_problems import problem_response
+from control.api_kit.problems import problem_response
 from control.models import ApiToken
 
 logger = logging.getLogger(__name__)

@@ -37,13 +37,13 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 
-from control.api_auth import rate_checked_token
-from control.api_limits import ApiLimited, limit_problem
-from control.api_parsing import parse_request_body
-from control.api_problems import BodyNotAcceptable, body_problem, problem_response
-from control.canonical import content_hash
+from control.api_kit.limits import ApiLimited, limit_problem
+from control.api_kit.parsing import parse_request_body
+from control.api_kit.problems import BodyNotAcceptable, body_problem, problem_response
+from control.api_kit.tokens import rate_checked_token
+from control.foundation.canonical import content_hash
+from control.foundation.strictjson import StrictJSONError
 from control.models import ApiIdempotencyKey, Tenant
-from control.strictjson import StrictJSONError
 
 HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"

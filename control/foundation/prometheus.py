@@ -20,7 +20,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
 
-from control.auth import client_address
+from control.auth.clients import client_address
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

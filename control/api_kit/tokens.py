@@ -3,7 +3,7 @@
 Tokens are created by `createapitoken`, stored hashed and revocable (control.services); every
 successful lookup records the token's last use. `request.auth` is the ApiToken row, so views
 scope every query to `request.auth.tenant`. Each authenticated request counts once against the
-token's request rate (control.api_limits), before the operation runs.
+token's request rate (control.api_kit.limits), before the operation runs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from control.api_limits import request_rate_check
+from control.api_kit.limits import request_rate_check
 from control.models import ApiToken
 from control.services import api_token_authenticate
 

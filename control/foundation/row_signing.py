@@ -3,8 +3,8 @@
 A tool policy, a standing rule and a membership each decide whether a write waits for a
 person and who that person may be. Anyone who can write the database could otherwise turn
 approval off with one `INSERT`. So each such row carries a MAC (HMAC-SHA256 under a
-checkpoint key, `control.signing`) over the canonical JSON of its table, primary key, tenant
-and deciding fields, and every read that decides checks it: a row that does not verify
+checkpoint key, `control.foundation.signing`) over the canonical JSON of its table, primary
+key, tenant and deciding fields, and every read that decides checks it: a row that does not verify
 decides nothing in its own favour (its reader fails closed).
 
 Signing re-reads the row first, so the MAC covers exactly what the database holds (a
@@ -25,8 +25,8 @@ from django.apps import apps
 from django.db import transaction
 from django.db.models import Model
 
-from control import signing
-from control.canonical import canonical_json
+from control.foundation import signing
+from control.foundation.canonical import canonical_json
 
 UNSIGNED = "unsigned"
 _REGISTRY: dict[str, SignedRows] = {}

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from control import signing
-from control.canonical import canonical_json
+from control.foundation import signing
+from control.foundation.canonical import canonical_json
 from control.models import AuditChainHead, AuditEntry, Tenant
 
 GENESIS_HASH = "sha256:" + "0" * 64

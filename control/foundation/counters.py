@@ -8,7 +8,7 @@ import logging
 
 from redis.exceptions import RedisError
 
-from control.queues import execution_connection
+from control.foundation.queues import execution_connection
 
 logger = logging.getLogger(__name__)
 REDIS_COUNTERS = "countersign:metrics"
