@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from runs.execution.sweep_steps import STEPS
 from runs.services.definitions import forget_confirmed_definitions
 from tests.git_upstream import GIT_CONNECTOR
 from tests.migrating import latest_schema_after
@@ -43,3 +44,9 @@ def git_workers(redis_queue, tmp_path, settings, monkeypatch):
     yield pool
     pool.stop_all()
     pool.assert_no_failed_jobs()
+
+
+@pytest.fixture(autouse=True)
+def _sweep_steps_afresh():
+    """No sweep step carries a backoff from another test's failure into this one."""
+    STEPS.failing.clear()

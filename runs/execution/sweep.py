@@ -4,8 +4,10 @@ One pass relays undelivered outbox messages, expires unanswered approval request
 a whole), escalates those waiting past their tool policy's SLA, stops runs past their
 deadline, ends MCP sessions' runs left idle, and makes sure a drain job waits in the queue
 when actions are due (ready, waiting for a retry, or orphaned in flight by a dead worker).
-Two sweepers at once are safe: every step is a compare-and-set, an enqueue under a
-deterministic job id, or a drain job (two of them at once only share the work).
+Each step runs on its own: one that raises is logged once and backs off while the others go
+on (runs.execution.sweep_steps). Two sweepers at once are safe: every step is a
+compare-and-set, an enqueue under a deterministic job id, or a drain job (two of them at once
+only share the work).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from redis.exceptions import RedisError
 
 from runs import notifications
 from runs.exceptions import RunsError
+from runs.execution.sweep_steps import STEPS
 from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Plan, Run
 from runs.record.outbox import drain_ensure_queued, relay
 from runs.selectors import any_action_due, escalations_due, idle_mcp_runs
@@ -52,36 +55,57 @@ class SweepReport:
 
 
 def sweep_once() -> SweepReport:
+    """One pass; each step runs on its own (runs.execution.sweep_steps), so one that fails
+    leaves the others running."""
     report = SweepReport()
+
+    def step(name: str, work) -> int:
+        return STEPS.run(name, work, errors=report.errors) or 0
+
+    report.expired = step("expire", lambda: _expire_requests(report))
+    report.expired += step("expire plans", lambda: _expire_plans(report))
+    report.warned = step("warn", lambda: _warn_expiring(report))
+    report.escalated = step("escalate", lambda: _escalate(report))
+    report.stopped = step("deadline", lambda: _stop_late_runs(report))
+    report.idled = step("idle", lambda: _end_idle_mcp_runs(report))
+    step("requeue notifications", notifications.requeue_lost)
+    report.relayed = step("relay", lambda: relay(OutboxMessage.objects.all()))
+    report.drains_enqueued = step("drain", lambda: _enqueue_drains() if any_action_due() else 0)
+    return report
+
+
+def _expire_requests(report: SweepReport) -> int:
     expiring = Action.objects.filter(
         status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now(), plan__isnull=True
     )
-    report.expired = _each(
+    return _each(
         report, "expire", expiring.select_related("run"), lambda a: approval_expire(action=a)
     )
+
+
+def _expire_plans(report: SweepReport) -> int:
     lapsed = Plan.objects.filter(status=Plan.Status.WAITING_APPROVAL, expires_at__lte=Now())
-    report.expired += _each(report, "expire plan", lapsed, lambda p: plan_expire(plan=p))
+    return _each(report, "expire plan", lapsed, lambda p: plan_expire(plan=p))
+
+
+def _warn_expiring(report: SweepReport) -> int:
     warning = timedelta(seconds=settings.COUNTERSIGN_APPROVAL_WARNING_SECONDS)
     soon = Action.objects.filter(
         ONE_PER_REQUEST, status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
     ).exclude(outboxmessage__payload__kind=notifications.EXPIRING)
-    report.warned = _each(
+    return _each(
         report, "warn", soon.select_related("run"), lambda a: approval_warn_expiring(action=a)
     )
-    report.escalated = _each(
-        report,
-        "escalate",
-        escalations_due().filter(ONE_PER_REQUEST),
-        lambda a: approval_escalate(action=a),
-    )
+
+
+def _escalate(report: SweepReport) -> int:
+    due = escalations_due().filter(ONE_PER_REQUEST)
+    return _each(report, "escalate", due, lambda a: approval_escalate(action=a))
+
+
+def _stop_late_runs(report: SweepReport) -> int:
     late = Run.objects.filter(deadline__lte=Now()).exclude(phase__in=TERMINAL_PHASES)
-    report.stopped = _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
-    report.idled = _end_idle_mcp_runs(report)
-    notifications.requeue_lost()
-    report.relayed = relay(OutboxMessage.objects.all())
-    if any_action_due():
-        report.drains_enqueued = _enqueue_drains()
-    return report
+    return _each(report, "deadline", late, lambda run: run_enforce_limits(run=run))
 
 
 def _end_idle_mcp_runs(report: SweepReport) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from runs.models import Action, DecisionLinkUse, ToolPolicy
@@ -15,17 +15,22 @@ from runs.selectors.plans import PlanSummary, plan_summary
 
 
 def escalations_due() -> QuerySet[Action]:
-    """Requests still waiting past their tool policy's SLA that were never escalated."""
-    sla = ToolPolicy.objects.filter(
-        tenant=OuterRef("tenant"), tool=OuterRef("tool"), escalation_seconds__isnull=False
-    ).values("escalation_seconds")[:1]
-    waited = ExpressionWrapper(
-        F("sla_seconds") * timedelta(seconds=1), output_field=DurationField()
+    """Requests still waiting past their tool policy's SLA that were never escalated.
+
+    Each policy with an SLA adds its own `created_at <= now() - SLA` (a constant interval per
+    policy), so the database never multiplies a column by an interval: PostgreSQL and SQLite
+    run the same statement."""
+    slas = ToolPolicy.objects.filter(escalation_seconds__isnull=False).values_list(
+        "tenant_id", "tool", "escalation_seconds"
     )
+    past_sla = Q(pk__in=[])
+    for tenant_id, tool, seconds in slas:
+        past_sla |= Q(
+            tenant_id=tenant_id, tool=tool, created_at__lte=Now() - timedelta(seconds=seconds)
+        )
     return (
         Action.objects.filter(status=Action.Status.WAITING_APPROVAL, escalation__isnull=True)
-        .annotate(sla_seconds=Subquery(sla))
-        .filter(sla_seconds__isnull=False, created_at__lte=Now() - waited)
+        .filter(past_sla)
         .select_related("run")
     )
 

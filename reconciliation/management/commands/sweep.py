@@ -18,6 +18,7 @@ from control.foundation.rollup import fold
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import open_missing_cases
 from runs.execution.sweep import sweep_once
+from runs.execution.sweep_steps import STEPS
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +57,15 @@ class Command(BaseCommand):
 
     def _pass(self, *, loop: bool, verbosity: int) -> None:
         report = sweep_once()
-        cases = open_missing_cases()
-        probed = probe_due_cases()
-        purged = purge_expired()
-        failed_logins = login_failures_summarize()
-        fold()
+
+        def step(name: str, work) -> int:
+            return STEPS.run(name, work, errors=report.errors) or 0
+
+        cases = step("open cases", open_missing_cases)
+        probed = step("probe", probe_due_cases)
+        purged = step("purge idempotency keys", purge_expired)
+        failed_logins = step("summarize failed logins", login_failures_summarize)
+        step("fold metrics", fold)
         if verbosity > 1 or (verbosity and not loop):
             self.stdout.write(
                 f"relayed {report.relayed}, expired {report.expired}, stopped "
