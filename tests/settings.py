@@ -1,7 +1,8 @@
 """Test settings: PostgreSQL for both databases, fast hashing, the sandbox on, faults allowed.
 
-Each pytest process gets its own test databases and its own Redis database, so concurrent
-runs on one machine never collide. Worker subprocesses get explicit URLs from the tests.
+Each pytest process gets its own test databases and its own Redis database (claimed in
+tests/redis_database.py), so concurrent runs on one machine never collide. Worker
+subprocesses get explicit URLs from the tests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ os.environ.setdefault(
     "COUNTERSIGN_CHECKPOINT_KEYS",
     "test-2:second-test-checkpoint-key,test-1:first-test-checkpoint-key",
 )
-os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{1 + int(_suffix) % 15}")
+if "REDIS_URL" not in os.environ:
+    # The processes a test starts are given the URL; the suite's own process claims one.
+    from tests.redis_database import claim_redis_database
+
+    os.environ["REDIS_URL"] = f"redis://127.0.0.1:6379/{claim_redis_database()}"
 
 from control.settings import *  # noqa: E402, F403
 
