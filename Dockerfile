@@ -9,9 +9,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first, from pyproject.toml alone, so a code change reuses this layer.
+# Dependencies first, from pyproject.toml alone, so a code change reuses this layer; the
+# client package too, which `manage.py demo_agent` (the scripted agent) drives the API with.
 COPY pyproject.toml README.md ./
-RUN pip install .
+COPY client ./client
+RUN pip install . ./client
 
 COPY . .
 # Collected under the production settings, so the hashed names, their gzipped copies and the
