@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format install clean
+.PHONY: demo test test-sqlite lint format install clean
 
 $(STAMP): pyproject.toml client/pyproject.toml
 	@test -n "$(PYTHON_BIN)" || { echo "No Python >= 3.12 found (see the message above)"; exit 1; }
@@ -28,6 +28,18 @@ test: $(STAMP)
 # PYTHONDONTWRITEBYTECODE is set each would compile the project again (~0.7 CPU-s each).
 	$(PY) -m compileall -q control runs reconciliation sandbox connectors bench tests client scripts > /dev/null
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The protocol's core on SQLite, the demo's database: services, worker, batch, recovery, sweep,
+# reconciliation, with real worker processes. What only PostgreSQL can do is marked
+# `postgresql` and deselected here (pyproject.toml's markers).
+SQLITE_TESTS := tests/runs tests/reconciliation tests/faults/test_execution.py \
+	tests/faults/test_saga.py tests/faults/test_stale_worker.py \
+	tests/faults/test_checkpoint_recovery.py tests/faults/test_redis_loss.py \
+	tests/faults/test_tool_errors.py tests/test_migrations_current.py
+
+test-sqlite: $(STAMP)
+	scripts/ensure-services
+	$(VENV)/bin/pytest --ds=tests.settings_sqlite -m "not postgresql" $(SQLITE_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

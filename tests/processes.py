@@ -25,7 +25,10 @@ WORKER_LEASE_SECONDS = 2
 
 
 def _database_url(alias: str) -> str:
+    """The URL of the test database `alias` names, for the processes a test starts."""
     conf = connections[alias].settings_dict
+    if connections[alias].vendor == "sqlite":
+        return f"sqlite:///{conf['NAME']}"
     return f"postgres://{conf['USER']}@{conf['HOST']}:{conf['PORT']}/{conf['NAME']}"
 
 

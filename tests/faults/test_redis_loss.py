@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 import requests
 from django.core.management import call_command
-from django.db import connection
+from django.db.models.functions import Now
 
-from runs.models import Action, OutboxMessage
+from runs.models import Action, Lease, OutboxMessage
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 from tests.processes import wait_until
@@ -48,8 +50,8 @@ def test_flushall_with_actions_queued_and_in_flight_then_one_sweep_finishes_all_
     left = Action.objects.filter(pk__in=[a.pk for a in actions])
     assert left.filter(status="in_flight").exists()
     assert set(left.values_list("status", flat=True)) <= {"in_flight", "approved"}
-    with connection.cursor() as cursor:  # the dead worker's lease runs out on the db clock
-        cursor.execute("UPDATE runs_lease SET expires_at = now() - interval '1 second'")
+    # The dead worker's lease runs out on the database's clock.
+    Lease.objects.update(expires_at=Now() - timedelta(seconds=1))
 
     call_command("sweep", verbosity=0)
     assert workers.run_burst() == 0

@@ -62,6 +62,7 @@ def _steps(claims) -> list[batch.Step]:
     ]
 
 
+@pytest.mark.postgresql
 def test_twenty_approved_writes_take_two_write_commits_and_write_what_one_by_one_would(
     noop_tool,
 ):
@@ -146,6 +147,7 @@ def test_a_lease_taken_over_before_the_batch_begins_writes_nothing_for_that_run(
         assert Action.objects.get(pk=action.pk).status == "succeeded"
 
 
+@pytest.mark.postgresql
 def test_a_row_moved_after_it_was_read_keeps_nothing_of_the_batch(noop_tool):
     actions = _approved_noops(4)
     claims = claim_ready(worker="batch-worker")

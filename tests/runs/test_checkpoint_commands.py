@@ -23,7 +23,7 @@ from tests.factories import (
     make_tenant,
     make_user,
 )
-from tests.tampering import as_database_owner
+from tests.tampering import as_database_owner, sql_params
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +62,7 @@ def _delete(table: str, run: Run) -> None:
     )
     # Events are insert-only (a trigger): another installation simply never had them.
     with as_database_owner(), connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {table} WHERE {column}", [run.pk])
+        cursor.execute(f"DELETE FROM {table} WHERE {column}", sql_params([run.pk]))
 
 
 def test_an_exported_checkpoint_imports_elsewhere_with_the_same_key(tmp_path):

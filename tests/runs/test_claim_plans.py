@@ -9,7 +9,8 @@ from django.db import connection, transaction
 
 from runs.execution.worker import claiming, ready_to_claim
 
-pytestmark = pytest.mark.django_db
+# EXPLAIN, ANALYZE and pg_class: the PostgreSQL planner's own.
+pytestmark = [pytest.mark.django_db, pytest.mark.postgresql]
 
 
 def _plan_of_the_ready_claim() -> str:

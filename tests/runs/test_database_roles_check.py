@@ -18,13 +18,8 @@ def _role_warnings() -> list:
     return [message for message in run_checks(tags=["database_roles"]) if message.id == WARNING]
 
 
-@pytest.fixture
-def postgresql():
-    if connection.vendor != "postgresql":
-        pytest.skip("roles are PostgreSQL's; SQLite has none and the check says nothing there")
-
-
-def test_the_check_warns_while_the_app_role_owns_the_insert_only_tables(postgresql):
+@pytest.mark.postgresql  # roles are PostgreSQL's; SQLite has none
+def test_the_check_warns_while_the_app_role_owns_the_insert_only_tables():
     # The test suite connects as `postgres`, which owns every table (and is a superuser).
     warnings = _role_warnings()
 
@@ -36,7 +31,8 @@ def test_the_check_warns_while_the_app_role_owns_the_insert_only_tables(postgres
     assert "docs/DEPLOY.md" in warnings[0].hint
 
 
-def test_the_check_is_silent_for_a_role_with_only_dml(postgresql):
+@pytest.mark.postgresql  # roles are PostgreSQL's; SQLite has none
+def test_the_check_is_silent_for_a_role_with_only_dml():
     # A role of this test's own (inside its transaction, so rolled back with it), given only
     # what docs/DEPLOY.md grants the application, and taken on for the check.
     role = f"countersign_dml_{uuid.uuid4().hex[:12]}"
@@ -54,7 +50,8 @@ def test_the_check_is_silent_for_a_role_with_only_dml(postgresql):
             cursor.execute("RESET ROLE")
 
 
-def test_a_member_of_the_owner_role_is_warned_too(postgresql):
+@pytest.mark.postgresql  # roles are PostgreSQL's; SQLite has none
+def test_a_member_of_the_owner_role_is_warned_too():
     # Owning through a group is owning: a member may ALTER TABLE ... DISABLE TRIGGER.
     role = f"countersign_member_{uuid.uuid4().hex[:12]}"
     with connection.cursor() as cursor:

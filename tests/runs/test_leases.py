@@ -58,6 +58,7 @@ def test_a_released_lease_can_be_claimed_at_once_and_the_old_token_is_dead():
         append_event(run, type="step", actor="worker-a", lease=token)
 
 
+@pytest.mark.postgresql
 def test_a_second_worker_claims_past_the_runs_a_busy_worker_holds(django_assert_num_queries):
     tenant = make_tenant()
     operator = make_user(tenant, "operator")

@@ -122,6 +122,7 @@ def test_a_stored_rule_whose_pattern_is_now_refused_admits_nothing_and_says_so(c
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.postgresql
 def test_a_proposal_the_rule_does_not_match_waits_for_no_lock_on_the_rule():
     tenant = make_tenant()
     rule = charges_rule(tenant, target_pattern="cus_[0-9]+")

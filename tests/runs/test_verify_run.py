@@ -12,7 +12,7 @@ from runs.record.events import event_hash, replay, run_state
 from runs.record.verification import run_verify
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.tampering import as_database_owner
+from tests.tampering import as_database_owner, sql_params
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def test_an_intact_run_verifies(run, capsys):
 
 def _execute(sql: str, params: list) -> None:
     with as_database_owner(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, sql_params(params))
 
 
 def test_an_edited_event_is_detected(run):
@@ -114,7 +114,7 @@ def test_the_orm_cannot_update_or_delete_events_either(run):
 
 def _execute_as_application(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, sql_params(params))
 
 
 def test_events_rewritten_with_every_plain_hash_recomputed_are_caught_by_the_signed_head(run):
