@@ -74,6 +74,13 @@ class TooManyWaiting(RunsError):
         self.retry_after = retry_after
 
 
+class ReceiptRefused(RunsError, ValueError):
+    """A receipt that does not prove the action it was offered for (another intent's digest,
+    another key): never recorded as its success."""
+
+    code = "receipt_refused"
+
+
 class GrantMismatch(RunsError):
     """The approval does not authorise this exact intent now. `rule` names the broken binding."""
 

@@ -23,7 +23,12 @@ from django.utils import timezone
 from control.foundation.clock import db_now
 from control.foundation.tenancy import roles_of_members
 from runs.exceptions import GrantMismatch, StaleState, UnsignedRows
-from runs.execution.protocol import attempts_finish, budget_spent, phase_after_action
+from runs.execution.protocol import (
+    attempts_finish,
+    budget_spent,
+    phase_after_action,
+    receipt_check,
+)
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.carry import build_state
 from runs.record.checkpoints import checkpoints_write, state_document
@@ -35,6 +40,7 @@ from runs.services import (
     grant_problem,
     leases_held,
     leases_release,
+    limit_reached,
     without,
 )
 from runs.tools.base import Tool
@@ -111,11 +117,7 @@ def attempts_begin(steps: list[Step], *, worker: str) -> Begun:
 def _may_send(step: Step, now) -> bool:
     """attempt_begin's checks of the run: not stopped, before its deadline, within budget."""
     run = step.action.run
-    return (
-        run.phase not in TERMINAL_PHASES
-        and (run.deadline is None or now < run.deadline)
-        and (run.budget_limit is None or run.budget_used < run.budget_limit)
-    )
+    return run.phase not in TERMINAL_PHASES and limit_reached(run, now) is None
 
 
 @transaction.atomic
@@ -124,18 +126,15 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
     the attempts succeeded, the actions succeeded, one event per run chaining the receipt
     onto its completed digest, each run's checkpoint, and the leases released. Returns the
     steps whose lease was lost (nothing recorded for them: the new owner settles them by
-    key). StaleState when a row moved: nothing is kept."""
+    key). StaleState when a row moved, ReceiptRefused (protocol.receipt_check) when a
+    receipt proves another write: nothing is kept."""
     held = leases_held([step.lease for step in steps])
     lost = [step for step in steps if step.lease.run_id not in held]
     steps = [step for step in steps if step.lease.run_id in held]
     if not steps:
         return lost
     for step in steps:
-        if step.receipt.intent_digest != step.action.intent_digest or (
-            step.receipt.idempotency_key
-            and step.receipt.idempotency_key != step.action.idempotency_key
-        ):
-            raise StaleState(f"the receipt for {step.action.action_id} is for another intent")
+        receipt_check(step.receipt, step.action)
     rows_insert(
         [
             Receipt(

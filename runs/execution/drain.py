@@ -25,7 +25,7 @@ from django.db import IntegrityError
 from django.db.models import F
 
 from control.foundation.counters import count_event
-from runs.exceptions import CheckpointError, StaleState
+from runs.exceptions import CheckpointError, ReceiptRefused, StaleState
 from runs.execution import batch
 from runs.execution.calls import fenced, guarded, send_all
 from runs.execution.faults import fault_point
@@ -201,7 +201,9 @@ def _record(answered: list[batch.Step], *, worker: str) -> list[Exception]:
         return []
     try:
         lost = batch.receipts_record(answered, worker=worker)
-    except MOVED as moved:
+    except (*MOVED, ReceiptRefused) as moved:
+        # A receipt that proves nothing keeps nothing of the batch; one by one, the single
+        # protocol refuses that one with the same ReceiptRefused and records the others.
         logger.info("worker %s: batch receipts found %s; one by one", worker, moved)
         failures = []
         for step in answered:

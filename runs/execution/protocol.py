@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
-from runs.exceptions import GrantMismatch
+from runs.exceptions import GrantMismatch, ReceiptRefused
 from runs.execution import saga
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.completed import action_entry
@@ -28,7 +28,7 @@ from runs.services import (
     lease_release,
     lease_renew,
     outbox_write,
-    run_stop,
+    run_enforce_limits,
     without,
 )
 from runs.tools.calls import ToolReceipt
@@ -84,11 +84,7 @@ def attempt_begin(*, action_pk, lease: LeaseToken, worker: str) -> Attempt | Non
         # Stop means stop: nothing of a cancelled or stopped run is sent again.
         action_not_resent(action, run, worker=worker, finding="about to send")
         return None
-    if run.deadline is not None and db_now() >= run.deadline:
-        run_stop(run, phase=Phase.DEADLINE_EXCEEDED, reason="deadline passed", actor=worker)
-        return None
-    if run.budget_limit is not None and run.budget_used >= run.budget_limit:
-        run_stop(run, phase=Phase.BUDGET_EXHAUSTED, reason="budget spent", actor=worker)
+    if run_enforce_limits(run=run, actor=worker):
         return None
     try:
         grant_check(action)
@@ -167,6 +163,22 @@ def action_not_resent(
     checkpoint_or_stop(run)
 
 
+def receipt_check(receipt: ToolReceipt, action: Action) -> None:
+    """The rule every path applies before it records a receipt as the action's proof (this
+    step, and the batch's receipts_record): the receipt must carry the intent's digest, and
+    the action's key when it names one. ReceiptRefused, naming the action, otherwise."""
+    if receipt.intent_digest != action.intent_digest:
+        raise ReceiptRefused(
+            f"receipt {receipt.receipt_id} carries digest {receipt.intent_digest}, not the "
+            f"intent's: it cannot prove action {action.action_id}"
+        )
+    if receipt.idempotency_key and receipt.idempotency_key != action.idempotency_key:
+        raise ReceiptRefused(
+            f"receipt {receipt.receipt_id} is under another key: it cannot prove action "
+            f"{action.action_id}"
+        )
+
+
 @transaction.atomic
 def receipt_record(
     *,
@@ -182,10 +194,7 @@ def receipt_record(
     """Stores the proof, marks the action done and advances the run, in one transaction.
     A receipt whose digest differs from the intent's is never recorded as success."""
     action, run = load_action(action_pk)
-    if receipt.intent_digest != action.intent_digest:
-        raise ValueError("a receipt for another intent cannot prove this action")
-    if receipt.idempotency_key and receipt.idempotency_key != action.idempotency_key:
-        raise ValueError("a receipt under another key cannot prove this action")
+    receipt_check(receipt, action)
     Receipt.objects.create(
         tenant_id=action.tenant_id,
         action=action,

@@ -51,6 +51,7 @@ from runs.services.plans import (
 from runs.services.policies import tool_policy_set
 from runs.services.runs import (
     checkpoint_or_stop,
+    limit_reached,
     observation_record,
     run_cancel,
     run_complete,
@@ -92,6 +93,7 @@ __all__ = [
     "leases_left",
     "leases_release",
     "ledger_export_record",
+    "limit_reached",
     "link_only_allowed",
     "observation_record",
     "outbox_write",

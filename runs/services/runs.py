@@ -85,17 +85,27 @@ def observation_record(
     return observation
 
 
-def run_enforce_limits(*, run: Run) -> bool:
+def limit_reached(run: Run, now: datetime) -> tuple[str, str] | None:
+    """The run's limit that forbids another send at `now`, as (the phase it stops in, the
+    reason), or None. The one statement of the rule: the single write path stops the run
+    on it (run_enforce_limits), the batch leaves the write to the single path on it."""
+    if run.deadline is not None and now >= run.deadline:
+        return Phase.DEADLINE_EXCEEDED, "deadline passed"
+    if run.budget_limit is not None and run.budget_used >= run.budget_limit:
+        return Phase.BUDGET_EXHAUSTED, "budget spent"
+    return None
+
+
+def run_enforce_limits(*, run: Run, actor: str = SYSTEM_ACTOR) -> bool:
     """Stops a run past its deadline or out of budget; True when it stopped it."""
     if run.phase in TERMINAL_PHASES:
         return False
-    if run.deadline is not None and db_now() >= run.deadline:
-        run_stop(run, phase=Phase.DEADLINE_EXCEEDED, reason="deadline passed", actor="countersign")
-        return True
-    if run.budget_limit is not None and run.budget_used >= run.budget_limit:
-        run_stop(run, phase=Phase.BUDGET_EXHAUSTED, reason="budget spent", actor="countersign")
-        return True
-    return False
+    reached = limit_reached(run, db_now())
+    if reached is None:
+        return False
+    phase, reason = reached
+    run_stop(run, phase=phase, reason=reason, actor=actor)
+    return True
 
 
 @transaction.atomic
