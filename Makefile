@@ -35,7 +35,8 @@ test: $(STAMP)
 SQLITE_TESTS := tests/runs tests/reconciliation tests/faults/test_execution.py \
 	tests/faults/test_saga.py tests/faults/test_stale_worker.py \
 	tests/faults/test_checkpoint_recovery.py tests/faults/test_redis_loss.py \
-	tests/faults/test_tool_errors.py tests/test_migrations_current.py
+	tests/faults/test_tool_errors.py tests/faults/test_tool_crashes.py \
+	tests/test_migrations_current.py
 
 test-sqlite: $(STAMP)
 	scripts/ensure-services

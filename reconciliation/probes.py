@@ -79,11 +79,12 @@ def _probe(action: Action) -> tuple[dict, ToolReceipt | None, bool]:
     receipt, definitive_absence = None, False
     if tool.queryable_by_key:
         try:
-            receipt = tool.query(
-                action.idempotency_key,
-                timeout=DEFAULT_POLICY.call_timeout,
-                intent_digest=action.intent_digest,
-            )
+            with tool.contained():
+                receipt = tool.query(
+                    action.idempotency_key,
+                    timeout=DEFAULT_POLICY.call_timeout,
+                    intent_digest=action.intent_digest,
+                )
             finding["query"] = receipt.to_dict() if receipt else "no receipt under this key"
             definitive_absence = receipt is None
         except tool_errors.ToolError as error:
@@ -91,7 +92,8 @@ def _probe(action: Action) -> tuple[dict, ToolReceipt | None, bool]:
     else:
         finding["query"] = "this tool cannot be queried by key"
     try:
-        finding["read"] = tool.read(action.target, timeout=DEFAULT_POLICY.call_timeout)
+        with tool.contained():
+            finding["read"] = tool.read(action.target, timeout=DEFAULT_POLICY.call_timeout)
     except tool_errors.ToolError as error:
         finding["read"] = f"{error.error_class}: {error}"
     resend_safe = definitive_absence and tool.dedupes_by_key and tool.retry_after_uncertain_allowed

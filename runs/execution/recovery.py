@@ -57,6 +57,10 @@ def attempt_unknown(
         error=detail[:2000],
         finished_at=timezone.now(),
     )
+    # Shown on the run page and in the API while the outcome is being settled.
+    Action.objects.filter(pk=attempt.action_id).update(
+        error_class=error_class, last_error=detail[:2000]
+    )
     append_event(
         attempt.action.run,
         type="attempt.uncertain",
@@ -414,11 +418,12 @@ def _asked_by_key(action: Action) -> tuple[ToolReceipt | None, tuple[str, str] |
     if not tool.queryable_by_key:
         return None, (reason, "the tool cannot be queried by key; a human must check")
     try:
-        receipt = tool.query(
-            action.idempotency_key,
-            timeout=(tool.retry_policy or DEFAULT_POLICY).call_timeout,
-            intent_digest=action.intent_digest,
-        )
+        with tool.contained():
+            receipt = tool.query(
+                action.idempotency_key,
+                timeout=(tool.retry_policy or DEFAULT_POLICY).call_timeout,
+                intent_digest=action.intent_digest,
+            )
     except tool_errors.ToolError as error:
         return None, (reason, f"the query by key proved nothing: {error.error_class}: {error}")
     if receipt is not None and receipt.intent_digest != action.intent_digest:

@@ -250,7 +250,8 @@ def send(
         intent_digest=action.intent_digest,
     )
     try:
-        receipt = tool.execute(call, timeout=policy.call_timeout)
+        with tool.contained():
+            receipt = tool.execute(call, timeout=policy.call_timeout)
     except tool_errors.ToolError as error:
         if not tool.outcome_unknown_after(error):
             _record_failure(attempt, error, lease=lease, worker=worker, policy=policy)
@@ -273,7 +274,8 @@ def already_satisfied(
 ) -> bool:
     """Where the target already is in the goal state, the read is the evidence: no write."""
     try:
-        state = tool.read(action.target, timeout=policy.call_timeout)
+        with tool.contained():
+            state = tool.read(action.target, timeout=policy.call_timeout)
     except tool_errors.ToolError as error:
         logger.info("read before %s failed (%s); proceeding to send", action.action_id, error)
         return False
@@ -364,11 +366,12 @@ def settle_unknown(*, action: Action, lease: LeaseToken, worker: str, policy: Re
         )
         return
     try:
-        receipt = tool.query(
-            action.idempotency_key,
-            timeout=policy.call_timeout,
-            intent_digest=action.intent_digest,
-        )
+        with tool.contained():
+            receipt = tool.query(
+                action.idempotency_key,
+                timeout=policy.call_timeout,
+                intent_digest=action.intent_digest,
+            )
     except tool_errors.ToolError as error:
         # Timeouts, 5xx, malformed answers, 4xx: the query proves nothing. The action stays in
         # flight and is asked again after a growing pause; past the limit, a person decides.

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from control.foundation.canonical import canonical_json, content_hash, intent_digest
 from control.foundation.redaction import redact
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
-from runs.tools.errors import InvalidArguments, ResultUncertain, ToolError, UnsupportedTool
+from runs.tools.errors import (
+    InvalidArguments,
+    ResultUncertain,
+    ToolCrashed,
+    ToolError,
+    UnsupportedTool,
+)
 from runs.tools.retry import RetryPolicy
 from runs.tools.schema import check_schema, validate
 
@@ -54,6 +63,9 @@ class Tool(ABC):
     # How many calls of this tool's connector one worker may have out at once within a
     # batch (runs.execution.drain); 1 sends them one after another.
     concurrency: ClassVar[int] = 1
+    # The secrets a python connector expanded into this instance's options (value ->
+    # `${NAME}`), set by that kind: Tool.redacted keeps them out of every error shown.
+    shown_secrets: Mapping[str, str] = MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -187,9 +199,23 @@ class Tool(ABC):
         raise UnsupportedTool(f"{self.name} has no compensation")
 
     def redacted(self, text: str) -> str:
-        """text (an error of this tool) as anyone may read it: a connector's tool also
-        takes its secrets and hosts out (control.foundation.redaction)."""
-        return redact(text)
+        """text (an error of this tool) as anyone may read it: no internal address, and none
+        of the secrets its connector file gave it (control.foundation.redaction); a
+        declarative kind's tool also takes its connector's hosts out."""
+        return redact(text, secrets=self.shown_secrets)
+
+    @contextmanager
+    def contained(self) -> Iterator[None]:
+        """Around every call a worker or a probe makes to this tool (execute, query, read):
+        anything it raises that is not a ToolError becomes ToolCrashed, scrubbed, so no
+        exception of a tool leaves an action in flight with nothing recorded."""
+        try:
+            yield
+        except ToolError:
+            raise
+        except Exception as error:
+            described = f"{self.name} raised {type(error).__name__}: {error}"
+            raise ToolCrashed(self.redacted(described)[:2000]) from error
 
     def redacted_answer(self, document: Any) -> Any:
         """A read's answer as an agent may read it; a tool that knows no secrets keeps it."""

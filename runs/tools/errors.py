@@ -102,6 +102,14 @@ class ResultUncertain(ToolError):
         self.raw_response_hash = raw_response_hash
 
 
+class ToolCrashed(ResultUncertain):
+    """The tool raised something that is not a ToolError (a bug in it, a KeyError, a
+    MemoryError): nothing is known about the call, so after a send it is an unknown outcome
+    and a query or read that crashed proved nothing (Tool.contained)."""
+
+    error_class = "tool_crashed"
+
+
 class ReceiptMismatch(ResultUncertain):
     """A receipt arrived, but not for this intent (digest or key differs): reconcile it."""
 

@@ -58,16 +58,19 @@ class Secrets:
     names: dict[str, str] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)
 
+    @property
+    def shown(self) -> dict[str, str]:
+        """Each secret's value -> the `${NAME}` shown in its place."""
+        return {value: "${" + name + "}" for value, name in self.names.items()}
+
     def scrub(self, text: str) -> str:
         """text without the secrets, in any encoding, and without any internal address."""
-        shown = {value: "${" + name + "}" for value, name in self.names.items()}
-        return redact(text, secrets=shown, hosts=self.hosts)
+        return redact(text, secrets=self.shown, hosts=self.hosts)
 
     def scrub_answer(self, document: Any) -> Any:
         """A tool's answer without the secrets and the connector's own hosts; its other
         URLs may be data (a ticket's link) and stay."""
-        shown = {value: "${" + name + "}" for value, name in self.names.items()}
-        return redact_document(document, secrets=shown, hosts=self.hosts, addresses=False)
+        return redact_document(document, secrets=self.shown, hosts=self.hosts, addresses=False)
 
     def reach(self, url: str) -> None:
         """Counts url's host among the addresses no error may show."""

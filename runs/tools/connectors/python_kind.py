@@ -38,8 +38,10 @@ def connection(spec: ConnectorSpec, fields: Fields) -> Any:
                 "class", f"{path} is named {getattr(tool_class, 'name', None)!r}, not {expected!r}"
             )
         try:
-            return tool_class(**(options.data if options is not None else {}))
+            tool = tool_class(**(options.data if options is not None else {}))
         except TypeError as error:
             raise tool_fields.error("options", spec.secrets.scrub(str(error))) from error
+        tool.shown_secrets = spec.secrets.shown
+        return tool
 
     return build
