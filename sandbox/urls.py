@@ -13,6 +13,7 @@ urlpatterns = [
     path("receipts/<path:key>", views.receipt_detail, name="receipt-detail"),
     path("notifications", views.notifications, name="notifications"),
     path("payments/charges", views.charges, name="charges"),
+    path("payments/form/charges", views.form_charges, name="form-charges"),
     path("payments/charges/<str:charge_id>", views.charge_detail, name="charge-detail"),
     path("payments/refunds", views.refunds, name="refunds"),
     path("effects", views.effects, name="effects"),

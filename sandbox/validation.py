@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import parse_qsl
 
 from sandbox.exceptions import BadRequest
 
@@ -16,6 +17,7 @@ from sandbox.exceptions import BadRequest
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,1000}")
 MAX_AMOUNT_CENTS = 100_000_000
 CURRENCY = re.compile(r"[A-Z]{3}")
+CURRENCY_ANY_CASE = re.compile(r"[A-Za-z]{3}")
 CUSTOMER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -47,6 +49,43 @@ def json_object(raw: bytes, *, allowed: set[str], required: set[str]) -> dict[st
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise BadRequest(f"unknown field {unknown[0]!r}")
+    missing = sorted(required - set(body))
+    if missing:
+        raise BadRequest(f"missing field {missing[0]!r}")
+    return body
+
+
+# A form field name as Stripe's API reads it: `amount`, or `metadata[order]` one level down.
+FORM_NAME = re.compile(r"([a-z_]{1,40})(?:\[([A-Za-z0-9_]{1,40})\])?")
+
+
+def form_object(request: Any, *, allowed: set[str], required: set[str]) -> dict[str, Any]:
+    """An application/x-www-form-urlencoded body as a table (`metadata[order]=7` nests),
+    holding only `allowed` names and every `required` one. Any other body (JSON too) is
+    refused, as a form-only API does."""
+    content_type = request.content_type or ""
+    if content_type != "application/x-www-form-urlencoded":
+        raise BadRequest(
+            f"body must be application/x-www-form-urlencoded, not {content_type or 'untyped'}",
+            type="invalid_request",
+        )
+    try:
+        pairs = parse_qsl(request.body.decode("ascii"), keep_blank_values=True, strict_parsing=True)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise BadRequest(f"body is not a form: {error}", type="invalid_request") from None
+    body: dict[str, Any] = {}
+    for name, value in pairs:
+        match = FORM_NAME.fullmatch(name)
+        if match is None:
+            raise BadRequest(f"malformed field name {name!r}", type="invalid_request")
+        field, sub = match.groups()
+        if field not in allowed:
+            raise BadRequest(f"unknown field {field!r}")
+        place = body.setdefault(field, {}) if sub else body
+        key = sub or field
+        if key in place or not isinstance(place, dict):
+            raise BadRequest(f"duplicate field {name!r}", type="invalid_request")
+        place[key] = value
     missing = sorted(required - set(body))
     if missing:
         raise BadRequest(f"missing field {missing[0]!r}")

@@ -148,6 +148,36 @@ def charges(request: HttpRequest) -> HttpResponse:
     return with_faults("payment.charge", request.META, step)
 
 
+@api("POST")
+def form_charges(request: HttpRequest) -> HttpResponse:
+    """payments/charges as Stripe's API takes it: a form body (`amount` in minor units,
+    `metadata[...]` strings kept by Stripe, ignored here) and nothing else."""
+    key = validation.idempotency_key(request.headers)
+    body = validation.form_object(
+        request,
+        allowed={"customer", "amount", "currency", "metadata"},
+        required={"customer", "amount", "currency"},
+    )
+    customer = validation.string(
+        body["customer"], field="customer", max_length=64, pattern=validation.CUSTOMER
+    )
+    if not isinstance(body["amount"], str) or not body["amount"].isdigit():
+        raise BadRequest("amount must be a whole number of minor units")
+    amount = validation.amount_cents(int(body["amount"]), field="amount")
+    # Stripe's currencies are lower case; the sandbox keeps ISO 4217's upper case.
+    currency = validation.string(
+        body["currency"], field="currency", max_length=3, pattern=validation.CURRENCY_ANY_CASE
+    ).upper()
+
+    def step() -> HttpResponse:
+        outcome = services.charge_create(
+            idempotency_key=key, customer=customer, amount_cents=amount, currency=currency
+        )
+        return _receipt_response(outcome)
+
+    return with_faults("payment.charge", request.META, step)
+
+
 @api("GET")
 def charge_detail(request: HttpRequest, charge_id: str) -> HttpResponse:
     charge = selectors.charge_get(charge_id=charge_id)

@@ -164,6 +164,20 @@ def wait_until(predicate, *, timeout: float = 30, interval: float = 0.05, messag
     raise AssertionError(message or f"condition not met within {timeout}s")
 
 
+def settled(workers: Workers, action, *, timeout: float = 30):
+    """Sweeps and runs a worker burst until `action` is out of the worker's hands (not
+    approved, waiting to retry or in flight); returns it, refreshed."""
+
+    def done() -> bool:
+        call_command("sweep", verbosity=0)
+        assert workers.run_burst() == 0
+        action.refresh_from_db()
+        return action.status not in ("approved", "retry_wait", "in_flight")
+
+    wait_until(done, timeout=timeout, interval=0.2)
+    return action
+
+
 def leases_expire(*run_ids) -> None:
     """The database clock passes these runs' leases, as it would a dead worker's."""
     with connection.cursor() as cursor:

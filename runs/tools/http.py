@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 from requests.structures import CaseInsensitiveDict
@@ -114,6 +115,34 @@ def encode_body(body: Any) -> bytes:
     """The JSON bytes a body is sent as (and an HMAC signature is computed over)."""
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.encode("utf-8")
+
+
+def encode_form(body: Mapping[str, Any]) -> bytes:
+    """A table as application/x-www-form-urlencoded bytes, nested the way Stripe's API reads
+    them: `metadata[order]=7`, `items[0][price]=p_1`; true/false as words, None left out
+    (the field is not sent). Pairs in the table's order, which the template fixes."""
+    return urlencode(list(_form_pairs(body, prefix=""))).encode("ascii")
+
+
+def _form_pairs(value: Any, *, prefix: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _form_pairs(item, prefix=f"{prefix}[{key}]" if prefix else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _form_pairs(item, prefix=f"{prefix}[{index}]")
+    elif isinstance(value, bool):
+        yield prefix, "true" if value else "false"
+    elif value is not None:
+        yield prefix, str(value)
+
+
+# What a body is sent as: its Content-Type and its bytes (http kind's `body_encoding`).
+BODY_ENCODINGS: dict[str, tuple[str, Callable[[Any], bytes]]] = {
+    "json": ("application/json", encode_body),
+    "form": ("application/x-www-form-urlencoded", encode_form),
+    "text": ("text/plain; charset=utf-8", lambda body: str(body).encode("utf-8")),
+}
 
 
 def _request(

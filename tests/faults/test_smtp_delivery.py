@@ -13,7 +13,7 @@ from django.core.management import call_command
 from reconciliation.models import ReconciliationCase
 from runs.models import Action
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
-from tests.processes import wait_until
+from tests.processes import settled
 from tests.registry import connector_tools, registered
 from tests.smtp import Mailbox, connector_file, smtp_server
 
@@ -49,17 +49,6 @@ def approved_message(tool) -> Action:
     return action
 
 
-def settle(workers, action: Action) -> Action:
-    def settled() -> bool:
-        call_command("sweep", verbosity=0)
-        assert workers.run_burst() == 0
-        action.refresh_from_db()
-        return action.status not in ("approved", "retry_wait", "in_flight")
-
-    wait_until(settled, timeout=30, interval=0.2)
-    return action
-
-
 def message_id(action: Action) -> str:
     digest = hashlib.sha256(action.idempotency_key.encode()).hexdigest()[:40]
     return f"<{digest}@example.test>"
@@ -67,7 +56,7 @@ def message_id(action: Action) -> str:
 
 def test_an_approved_message_arrives_once_with_its_receipt(workers, mail_tool):
     mailbox = Mailbox()
-    action = settle(workers, approved_message(mail_tool(mailbox)))
+    action = settled(workers, approved_message(mail_tool(mailbox)))
 
     assert action.status == "succeeded"
     receipt = action.receipt
@@ -93,7 +82,7 @@ def test_a_message_whose_answer_was_cut_off_goes_to_a_person_and_is_never_resent
     workers, mail_tool
 ):
     mailbox = Mailbox(cut=True)
-    action = settle(workers, approved_message(mail_tool(mailbox)))
+    action = settled(workers, approved_message(mail_tool(mailbox)))
 
     assert (action.status, action.error_class) == ("uncertain", "tool_result_uncertain")
     call_command("sweep", verbosity=0)  # and the workers again: nothing may send it twice

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 import requests
-from django.core.management import call_command
 
 from runs.execution import recovery
 from runs.models import Action
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
-from tests.processes import wait_until
+from tests.processes import settled
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -19,17 +18,6 @@ def _fault(sandbox: str, tool: str, fault: str, count: int = 1) -> None:
     requests.post(
         sandbox + "faults", json={"tool": tool, "fault": fault, "count": count}, timeout=5
     ).raise_for_status()
-
-
-def _run_until_settled(workers, action: Action, timeout: float = 30) -> Action:
-    def settled():
-        call_command("sweep", verbosity=0)
-        assert workers.run_burst() == 0
-        action.refresh_from_db()
-        return action.status not in ("approved", "retry_wait", "in_flight")
-
-    wait_until(settled, timeout=timeout, interval=0.2)
-    return action
 
 
 @pytest.mark.parametrize(
@@ -42,7 +30,7 @@ def test_transient_errors_are_retried_with_the_same_key_and_every_attempt_is_kep
     action = make_action(make_run(tenant), target="ticket-3")
     approve(action, make_user(tenant, "operator"))
     _fault(sandbox, "ticket.close", fault, count=2)
-    _run_until_settled(workers, action)
+    settled(workers, action)
     attempts = list(action.attempts.order_by("number"))
     assert action.status == "succeeded"
     assert [a.status for a in attempts] == ["failed", "failed", "succeeded"]
@@ -61,7 +49,7 @@ def _outage_outlasting_the_retry_window(workers, sandbox, target: str) -> Action
     action = make_action(make_run(tenant), target=target)
     approve(action, make_user(tenant, "operator"))
     _fault(sandbox, "ticket.close", "fail_before_commit", count=5)
-    _run_until_settled(workers, action, timeout=60)
+    settled(workers, action, timeout=60)
     return action
 
 
@@ -75,7 +63,7 @@ def test_an_outage_longer_than_the_retry_window_waits_for_an_operator_not_the_en
     key = action.idempotency_key
 
     recovery.action_retry_now(action_pk=action.pk, user=make_user(action.tenant, "operator"))
-    _run_until_settled(workers, action)
+    settled(workers, action)
 
     assert (action.status, action.idempotency_key) == ("succeeded", key)
     assert action.attempts.count() == 6
@@ -101,7 +89,7 @@ def test_an_unknown_target_is_invalid_and_not_retried(workers):
     tenant = make_tenant()
     action = make_action(make_run(tenant), target="ticket-999")
     approve(action, make_user(tenant, "operator"))
-    _run_until_settled(workers, action)
+    settled(workers, action)
     action.run.refresh_from_db()
     assert (action.status, action.error_class, action.attempts.count()) == (
         "failed",
@@ -122,7 +110,7 @@ def test_a_key_the_external_system_holds_for_another_intent_is_a_conflict(worker
         timeout=5,
     )
     approve(action, make_user(tenant, "operator"))
-    _run_until_settled(workers, action)
+    settled(workers, action)
     action.run.refresh_from_db()
     assert (action.status, action.error_class, action.attempts.count()) == (
         "failed",
@@ -150,7 +138,7 @@ def test_a_business_rejection_is_not_retried(workers, sandbox):
         target=charge.json()["receipt_id"],
         args={"amount_cents": 500},
     )
-    _run_until_settled(workers, refund)
+    settled(workers, refund)
     refund.run.refresh_from_db()
     assert refund.status == "failed"
     assert refund.error_class == "business_rejection"
@@ -171,7 +159,7 @@ def test_a_notifier_that_commits_then_answers_503_is_not_sent_twice(workers, san
     approve(action, make_user(tenant, "operator"))
     _fault(sandbox, "notify.send", "commit_then_fail")
 
-    _run_until_settled(workers, action)
+    settled(workers, action)
 
     assert action.status == "uncertain"
     assert [a.status for a in action.attempts.all()] == ["uncertain"]

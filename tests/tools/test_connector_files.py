@@ -160,3 +160,21 @@ def test_only_http_and_smtp_connectors_send_calls_at_once(tmp_path):
         '[connectors.git.tools.commit]\ncontract_version = "v1"\neffect_class = "reconcilable"\n'
     )
     assert "only http and smtp connectors send calls at once" in refusal(tmp_path, text)
+
+
+def test_a_body_encoding_is_one_the_http_kind_knows_and_fits_its_body(tmp_path):
+    assert "field 'body_encoding': must be one of json, form, text, not 'xml'" in refusal(
+        tmp_path, desk(GOOD_TOOL + 'body_encoding = "xml"\nbody = { note = "{args.note}" }\n')
+    )
+    assert "field 'body': must be a table to be sent as a form" in refusal(
+        tmp_path, desk(GOOD_TOOL + 'body_encoding = "form"\nbody = "{args.note}"\n')
+    )
+    assert "field 'body': must be a string template to be sent as text" in refusal(
+        tmp_path, desk(GOOD_TOOL + 'body_encoding = "text"\nbody = { note = "{args.note}" }\n')
+    )
+    [form] = connector_tools(
+        tmp_path, desk(GOOD_TOOL + 'body_encoding = "form"\nbody = { note = "{args.note}" }\n')
+    )
+    [as_json] = connector_tools(tmp_path, desk(GOOD_TOOL + 'body = { note = "{args.note}" }\n'))
+    # How the body is sent is part of what the tool means: another encoding, another digest.
+    assert form.definition_digest() != as_json.definition_digest()

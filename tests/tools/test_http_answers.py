@@ -15,7 +15,7 @@ from runs.tools.errors import (
     ResultUncertain,
     TransientError,
 )
-from runs.tools.http import retry_after_seconds
+from runs.tools.http import encode_form, retry_after_seconds
 from runs.tools.registry import get_tool
 
 TIMEOUT = (2.0, 2.0)
@@ -176,3 +176,19 @@ def test_whether_a_failed_write_may_have_applied_follows_the_tools_effect_class(
     tool, error, unknown
 ):
     assert get_tool(tool).outcome_unknown_after(error) is unknown
+
+
+def test_a_form_body_nests_as_stripe_reads_it():
+    body = {
+        "customer": "cus_42",
+        "amount": 1250,
+        "capture": False,
+        "description": None,
+        "metadata": {"order": "7", "note": "a&b=c"},
+        "items": [{"price": "p_1", "quantity": 2}, {"price": "p_2"}],
+    }
+    assert encode_form(body) == (
+        b"customer=cus_42&amount=1250&capture=false"
+        b"&metadata%5Border%5D=7&metadata%5Bnote%5D=a%26b%3Dc"
+        b"&items%5B0%5D%5Bprice%5D=p_1&items%5B0%5D%5Bquantity%5D=2&items%5B1%5D%5Bprice%5D=p_2"
+    )

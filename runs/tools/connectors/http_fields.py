@@ -13,6 +13,7 @@ from runs.tools.connectors.definition import ToolSpec, check_template
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import Lookup, TemplateError, check_pointer, render
 from runs.tools.errors import InvalidArguments
+from runs.tools.http import BODY_ENCODINGS
 
 STATUS_CLASSES = ("transient", "invalid", "conflict", "rejected", "denied", "uncertain")
 
@@ -31,6 +32,8 @@ class Request:
     path: str
     params: dict[str, Any]
     body: Any
+    # runs.tools.http.BODY_ENCODINGS: json (the default), form or text.
+    body_encoding: str = "json"
 
     def path_for(self, lookup: Lookup) -> str:
         """The path with the call's values, each one percent-encoded path segment (a `/`,
@@ -41,6 +44,14 @@ class Request:
             return render(self.path, lookup, quote=_path_segment)
         except TemplateError as error:
             raise InvalidArguments(f"cannot build the path: {error}", field="args") from error
+
+    def encoded(self, lookup: Lookup) -> tuple[bytes | None, str | None]:
+        """The body filled with the call's values, as bytes in its encoding, and their
+        Content-Type; (None, None) for a request without a body."""
+        if self.body is None:
+            return None, None
+        content_type, encode = BODY_ENCODINGS[self.body_encoding]
+        return encode(render(self.body, lookup)), content_type
 
     def query(self, lookup: Lookup) -> dict[str, str]:
         filled = render(self.params, lookup)
@@ -99,9 +110,14 @@ def read_request(fields: Fields, tool: ToolSpec, *, method: str, pointers: bool 
         path=fields.string("path"),
         params=fields.raw("params", {}),
         body=fields.raw("body", None),
+        body_encoding=fields.string("body_encoding", "json", choices=tuple(BODY_ENCODINGS)),
     )
     if not isinstance(request.params, dict):
         raise fields.error("params", "must be a table")
+    if request.body_encoding == "form" and not isinstance(request.body, dict | None):
+        raise fields.error("body", "must be a table to be sent as a form")
+    if request.body_encoding == "text" and not isinstance(request.body, str | None):
+        raise fields.error("body", "must be a string template to be sent as text")
     _check_path(fields, request.path)
     for name in ("path", "params", "body"):
         check_template(fields, name, getattr(request, name), tool.args_schema, pointers=pointers)

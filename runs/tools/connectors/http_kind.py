@@ -63,7 +63,6 @@ from runs.tools.errors import (
 from runs.tools.http import (
     HttpAnswer,
     check_header_value,
-    encode_body,
     raise_for_status,
     read_json,
     retry_after_seconds,
@@ -202,9 +201,10 @@ class HttpTool(ConnectorTool):
             return self.fetched(call, timeout=timeout)[0]
         lookup = lookup_of(call)
         url = self.connection.url(self.request.path_for(lookup))
-        body = render(self.request.body, lookup) if self.request.body is not None else None
-        data = encode_body(body) if body is not None else None
+        data, content_type = self.request.encoded(lookup)
         headers = {**self.connection.headers, **self.connection.signed(data or b"")}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         if self.idempotency_header is not None:
             check_header_value("idempotency_key", call.idempotency_key)
             headers[self.idempotency_header] = call.idempotency_key
