@@ -78,19 +78,26 @@ class HttpAnswer:
         return parse_strict(self.body)
 
     def problem(self, *, redact: Redact = _as_is) -> tuple[str | None, str]:
-        """(type, detail) of an error body {"type", "detail"}, tolerating any other body;
-        the detail redacted whole, then shortened (a secret cut in two would slip past)."""
+        """(type, detail) of an error body: problem+json's {"type", "detail"}, Stripe's
+        {"error": {"type", "message"}}, a bare {"message"} or {"error": "..."}; any other
+        body's first bytes as its detail. The detail redacted whole, then shortened (a
+        secret cut in two would slip past)."""
         try:
             data = self.json()
         except StrictJSONError:
             data = None
-        if isinstance(data, dict):
-            problem_type = data.get("type") if isinstance(data.get("type"), str) else None
-            detail = data.get("detail") if isinstance(data.get("detail"), str) else None
-            if detail:
-                return problem_type, redact(detail)[:_DETAIL_SHOWN]
-            return problem_type, ""
-        return None, redact(self.body.decode("utf-8", "replace"))[:_DETAIL_SHOWN]
+        if not isinstance(data, dict):
+            return None, redact(self.body.decode("utf-8", "replace"))[:_DETAIL_SHOWN]
+        nested = data.get("error") if isinstance(data.get("error"), dict) else {}
+        problem_type = _first_text(data.get("type"), nested.get("type"), nested.get("code"))
+        detail = _first_text(
+            data.get("detail"), nested.get("message"), data.get("message"), data.get("error")
+        )
+        return problem_type, redact(detail or "")[:_DETAIL_SHOWN]
+
+
+def _first_text(*values: Any) -> str | None:
+    return next((value for value in values if isinstance(value, str) and value), None)
 
 
 def _check_timeout(timeout: Timeout) -> None:

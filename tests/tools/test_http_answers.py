@@ -15,7 +15,7 @@ from runs.tools.errors import (
     ResultUncertain,
     TransientError,
 )
-from runs.tools.http import encode_form, retry_after_seconds
+from runs.tools.http import HttpAnswer, encode_form, retry_after_seconds
 from runs.tools.registry import get_tool
 
 TIMEOUT = (2.0, 2.0)
@@ -191,4 +191,27 @@ def test_a_form_body_nests_as_stripe_reads_it():
         b"customer=cus_42&amount=1250&capture=false"
         b"&metadata%5Border%5D=7&metadata%5Bnote%5D=a%26b%3Dc"
         b"&items%5B0%5D%5Bprice%5D=p_1&items%5B0%5D%5Bquantity%5D=2&items%5B1%5D%5Bprice%5D=p_2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b'{"type": "not_found", "detail": "no ticket 9"}', ("not_found", "no ticket 9")),
+        (
+            b'{"error": {"type": "card_error", "code": "card_declined", '
+            b'"message": "Your card was declined."}}',
+            ("card_error", "Your card was declined."),
+        ),
+        (b'{"error": {"code": "amount_too_small"}}', ("amount_too_small", "")),
+        (b'{"message": "Validation Failed"}', (None, "Validation Failed")),
+        (b'{"error": "invalid_grant"}', (None, "invalid_grant")),
+        (b"<html>Bad Gateway</html>" + b"x" * 400, (None, "<html>Bad Gateway</html>" + "x" * 276)),
+    ],
+)
+def test_an_error_body_keeps_the_upstreams_own_message(body, problem):
+    answer = HttpAnswer(status=400, headers={}, body=body)
+    assert answer.problem() == problem
+    assert answer.problem(redact=lambda text: text.replace("declined", "[x]"))[1] == (
+        problem[1].replace("declined", "[x]")
     )
