@@ -18,6 +18,7 @@ IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,1000}")
 MAX_AMOUNT_CENTS = 100_000_000
 CURRENCY = re.compile(r"[A-Z]{3}")
 CURRENCY_ANY_CASE = re.compile(r"[A-Za-z]{3}")
+FORM_AMOUNT = re.compile(r"[0-9]{1,12}")
 CUSTOMER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

@@ -139,13 +139,7 @@ def charges(request: HttpRequest) -> HttpResponse:
         body["currency"], field="currency", max_length=3, pattern=validation.CURRENCY
     )
 
-    def step() -> HttpResponse:
-        outcome = services.charge_create(
-            idempotency_key=key, customer=customer, amount_cents=amount, currency=currency
-        )
-        return _receipt_response(outcome)
-
-    return with_faults("payment.charge", request.META, step)
+    return _charge(request, key, customer=customer, amount_cents=amount, currency=currency)
 
 
 @api("POST")
@@ -161,7 +155,7 @@ def form_charges(request: HttpRequest) -> HttpResponse:
     customer = validation.string(
         body["customer"], field="customer", max_length=64, pattern=validation.CUSTOMER
     )
-    if not isinstance(body["amount"], str) or not body["amount"].isdigit():
+    if not isinstance(body["amount"], str) or not validation.FORM_AMOUNT.fullmatch(body["amount"]):
         raise BadRequest("amount must be a whole number of minor units")
     amount = validation.amount_cents(int(body["amount"]), field="amount")
     # Stripe's currencies are lower case; the sandbox keeps ISO 4217's upper case.
@@ -169,9 +163,17 @@ def form_charges(request: HttpRequest) -> HttpResponse:
         body["currency"], field="currency", max_length=3, pattern=validation.CURRENCY_ANY_CASE
     ).upper()
 
+    return _charge(request, key, customer=customer, amount_cents=amount, currency=currency)
+
+
+def _charge(
+    request: HttpRequest, key: str, *, customer: str, amount_cents: int, currency: str
+) -> HttpResponse:
+    """The charge either route read, made under the payment.charge faults."""
+
     def step() -> HttpResponse:
         outcome = services.charge_create(
-            idempotency_key=key, customer=customer, amount_cents=amount, currency=currency
+            idempotency_key=key, customer=customer, amount_cents=amount_cents, currency=currency
         )
         return _receipt_response(outcome)
 

@@ -145,8 +145,10 @@ def _form_pairs(value: Any, *, prefix: str) -> Iterator[tuple[str, str]]:
 
 
 # What a body is sent as: its Content-Type and its bytes (http kind's `body_encoding`).
-BODY_ENCODINGS: dict[str, tuple[str, Callable[[Any], bytes]]] = {
-    "json": ("application/json", encode_body),
+# JSON's is the request's default, application/json, unless the connector's headers name
+# another JSON type (application/merge-patch+json); form and text set theirs.
+BODY_ENCODINGS: dict[str, tuple[str | None, Callable[[Any], bytes]]] = {
+    "json": (None, encode_body),
     "form": ("application/x-www-form-urlencoded", encode_form),
     "text": ("text/plain; charset=utf-8", lambda body: str(body).encode("utf-8")),
 }

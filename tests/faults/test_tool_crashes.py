@@ -123,13 +123,15 @@ def test_a_query_that_crashes_backs_off_then_goes_to_a_person_never_resent(
     assert f"{QUERY_ATTEMPTS} queries by key proved nothing" in shown["last_error"]
 
     # A probe whose query and read crash records both as findings and keeps the case.
+    # (Its first probe, due 0 s after it opened: probes 0 -> 1, so more probes follow.)
     ReconciliationCase.objects.filter(pk=case.pk).update(
-        status="probing", next_probe_at=timezone.now()
+        status="probing", probes=0, next_probe_at=timezone.now()
     )
     assert case_probe(case_pk=case.pk)
     case.refresh_from_db()
-    finding = case.findings[-1]
+    [finding] = case.findings[-1:]
     _assert_scrubbed_crash(finding["query"], raises, "query")
     _assert_scrubbed_crash(finding["read"], raises, "read")
-    assert case.status in ("probing", "open")
-    assert case.resolution in ("", None)
+    assert (case.status, case.probes, case.resolution) == ("probing", 1, "")
+    assert case.next_probe_at > timezone.now()
+    assert Action.objects.get(pk=action.pk).status == "uncertain"

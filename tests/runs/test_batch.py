@@ -39,7 +39,7 @@ from tests.factories import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _approved_noops(count: int) -> list[Action]:
+def approved_noops(count: int) -> list[Action]:
     tenant = make_tenant()
     operator = make_user(tenant, "operator")
     actions = []
@@ -52,7 +52,7 @@ def _approved_noops(count: int) -> list[Action]:
     return actions
 
 
-def _steps(claims) -> list[batch.Step]:
+def batch_steps(claims) -> list[batch.Step]:
     """The batch's steps for `claims` of bench.noop intents, as the drain reads them."""
     tool = get_tool("bench.noop")
     loaded = Action.objects.select_related("run", "run__tenant", "observation", "plan")
@@ -66,7 +66,7 @@ def _steps(claims) -> list[batch.Step]:
 def test_twenty_approved_writes_take_two_write_commits_and_write_what_one_by_one_would(
     noop_tool,
 ):
-    actions = _approved_noops(20)
+    actions = approved_noops(20)
 
     with counting_transactions() as counted:
         assert drain(worker="batch-worker") == 20
@@ -104,7 +104,7 @@ def test_twenty_approved_writes_take_two_write_commits_and_write_what_one_by_one
 
 
 def test_a_grant_that_no_longer_holds_is_refused_alone_and_the_rest_are_sent(noop_tool):
-    actions = _approved_noops(5)
+    actions = approved_noops(5)
     refused = actions[2]
     # Its approver is no longer an operator here; the others' approver still is.
     leaver = make_user(refused.run.tenant, "operator")
@@ -132,7 +132,7 @@ def test_a_grant_that_no_longer_holds_is_refused_alone_and_the_rest_are_sent(noo
 
 
 def test_a_lease_taken_over_before_the_batch_begins_writes_nothing_for_that_run(noop_tool):
-    actions = _approved_noops(3)
+    actions = approved_noops(3)
     claims = claim_ready(worker="slow-worker")
     taken = actions[1].run_id
     Lease.objects.filter(run_id=taken).update(expires_at=timezone.now())
@@ -149,9 +149,9 @@ def test_a_lease_taken_over_before_the_batch_begins_writes_nothing_for_that_run(
 
 @pytest.mark.postgresql
 def test_a_row_moved_after_it_was_read_keeps_nothing_of_the_batch(noop_tool):
-    actions = _approved_noops(4)
+    actions = approved_noops(4)
     claims = claim_ready(worker="batch-worker")
-    steps = _steps(claims)
+    steps = batch_steps(claims)
     versions = {a.run_id: a.run.state_version for a in actions}
     checkpoints = Checkpoint.objects.filter(run_id__in=versions).count()
     # Another writer moves one action after the batch read it.
@@ -180,9 +180,9 @@ def test_a_run_that_moved_after_the_batch_read_it_begins_nothing_and_the_grant_i
     # The begin writes rows of the action only; the run's state must still be the one its
     # grant was checked against: another writer's event, appended after the batch read the
     # run and before its begin, moves the run without touching the action.
-    actions = _approved_noops(3)
+    actions = approved_noops(3)
     claims = claim_ready(worker="batch-worker")
-    steps = _steps(claims)
+    steps = batch_steps(claims)
     moved = actions[1]
     with transaction.atomic():
         run = Run.objects.get(pk=moved.run_id)

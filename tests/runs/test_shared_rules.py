@@ -21,7 +21,7 @@ from runs.execution.drain import process_claims
 from runs.execution.worker import claim_ready
 from runs.models import Action, Attempt, Receipt, Run
 from runs.tools.calls import ToolReceipt
-from tests.runs.test_batch import _approved_noops, _steps
+from tests.runs.test_batch import approved_noops, batch_steps
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,7 +54,7 @@ RECEIPT_FAULTS = {
 @pytest.mark.parametrize("fault", RECEIPT_FAULTS)
 def test_a_receipt_that_proves_another_write_is_refused_alike_by_both_paths(noop_tool, fault):
     spoil, expected = RECEIPT_FAULTS[fault]
-    single, together = _approved_noops(2)
+    single, together = approved_noops(2)
     claims = dict(claim_ready(worker=WORKER))
 
     attempt = protocol.attempt_begin(action_pk=single.pk, lease=claims[single.pk], worker=WORKER)
@@ -69,7 +69,7 @@ def test_a_receipt_that_proves_another_write_is_refused_alike_by_both_paths(noop
             attempt_pk=attempt.pk,
         )
 
-    begun = batch.attempts_begin(_steps([(together.pk, claims[together.pk])]), worker=WORKER)
+    begun = batch.attempts_begin(batch_steps([(together.pk, claims[together.pk])]), worker=WORKER)
     assert [step.action.pk for step in begun.begun] == [together.pk]
     begun.begun[0].receipt = spoil(_receipt_for(together))
     with pytest.raises(ReceiptRefused) as batched:
@@ -102,7 +102,7 @@ LIMITS = {
 @pytest.mark.parametrize("limit", LIMITS)
 def test_a_run_at_its_limit_sends_nothing_on_either_path_and_stops_alike(noop_tool, limit):
     reach, phase = LIMITS[limit]
-    single, together = _approved_noops(2)
+    single, together = approved_noops(2)
     claims = dict(claim_ready(worker=WORKER))
     reach([single.run_id, together.run_id])
     before = Run.objects.get(pk=together.run_id).phase
@@ -111,7 +111,7 @@ def test_a_run_at_its_limit_sends_nothing_on_either_path_and_stops_alike(noop_to
         protocol.attempt_begin(action_pk=single.pk, lease=claims[single.pk], worker=WORKER) is None
     )
 
-    begun = batch.attempts_begin(_steps([(together.pk, claims[together.pk])]), worker=WORKER)
+    begun = batch.attempts_begin(batch_steps([(together.pk, claims[together.pk])]), worker=WORKER)
     assert begun.begun == []
     assert [step.action.pk for step in begun.left] == [together.pk]
     # The batch wrote nothing and leaves the stop to the single path, which the drain

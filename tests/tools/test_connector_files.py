@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from control.foundation.canonical import intent_digest
+from runs.tools.calls import ToolCall
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.connectors.files import load_files
 from tests.registry import connector_tools
@@ -178,3 +180,37 @@ def test_a_body_encoding_is_one_the_http_kind_knows_and_fits_its_body(tmp_path):
     [as_json] = connector_tools(tmp_path, desk(GOOD_TOOL + 'body = { note = "{args.note}" }\n'))
     # How the body is sent is part of what the tool means: another encoding, another digest.
     assert form.definition_digest() != as_json.definition_digest()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "sent", "content_type"),
+    [
+        ("", '{ note = "{args.note}" }', b'{"note":"a&b"}', "application/merge-patch+json"),
+        ('"form"', '{ note = "{args.note}" }', b"note=a%26b", "application/x-www-form-urlencoded"),
+        ('"text"', '"Note: {args.note}"', b"Note: a&b", "text/plain; charset=utf-8"),
+    ],
+)
+def test_each_body_encoding_sends_its_bytes_and_content_type(
+    tmp_path, settings, external, encoding, body, sent, content_type
+):
+    # The connector names a JSON type of its own: JSON keeps it, form and text set theirs.
+    connector = 'base_url = "${BASE}"\nheaders = { Content-Type = "application/merge-patch+json" }'
+    declared = (f"body_encoding = {encoding}\n" if encoding else "") + f"body = {body}\n"
+    [tool] = connector_tools(
+        tmp_path, desk(GOOD_TOOL + declared, connector), environ={"BASE": settings.SANDBOX_URL}
+    )
+    external.answer(200, {"id": "r-1"})
+    target, args = tool.normalize(target="t-1", args={"note": "a&b"})
+    tool.execute(
+        ToolCall(
+            tool=tool.name,
+            target=target,
+            args=args,
+            idempotency_key="k-1",
+            intent_digest=intent_digest(tool=tool.name, target=target, args=args),
+        ),
+        timeout=(2.0, 5.0),
+    )
+    [(_, _, headers, received)] = external.requests
+    assert received == sent
+    assert headers["Content-Type"] == content_type

@@ -46,8 +46,8 @@ class Request:
             raise InvalidArguments(f"cannot build the path: {error}", field="args") from error
 
     def encoded(self, lookup: Lookup) -> tuple[bytes | None, str | None]:
-        """The body filled with the call's values, as bytes in its encoding, and their
-        Content-Type; (None, None) for a request without a body."""
+        """The body filled with the call's values, as bytes in its encoding, and the
+        Content-Type it sets (None: the request's JSON default); (None, None) without one."""
         if self.body is None:
             return None, None
         content_type, encode = BODY_ENCODINGS[self.body_encoding]
