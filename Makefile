@@ -21,6 +21,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-services
 	scripts/ensure-browser
+	scripts/ensure-upstreams
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	scripts/check-compose

@@ -10,7 +10,7 @@ from runs.execution.sweep_steps import STEPS
 from runs.services.definitions import forget_confirmed_definitions
 from tests.git_upstream import GIT_CONNECTOR
 from tests.migrating import latest_schema_after
-from tests.processes import Workers, redis_queue, sandbox, workers
+from tests.processes import connector_workers, redis_queue, sandbox, workers
 from tests.registry import blind_tool, noop_tool, read_tool, unsent_tool
 
 __all__ = [
@@ -36,14 +36,8 @@ def _definitions_confirmed_afresh():
 def git_workers(redis_queue, tmp_path, settings, monkeypatch):
     """Worker processes, and this process, that know the git connector (mcp-server-git over
     stdio); no sandbox."""
-    path = tmp_path / "git.toml"
-    path.write_text(GIT_CONNECTOR)
-    settings.COUNTERSIGN_CONNECTORS = [str(path)]
-    monkeypatch.setenv("COUNTERSIGN_CONNECTORS", str(path))
-    pool = Workers(sandbox_url="http://127.0.0.1:9/sandbox/")
-    yield pool
-    pool.stop_all()
-    pool.assert_no_failed_jobs()
+    with connector_workers(GIT_CONNECTOR, tmp_path, settings, monkeypatch) as pool:
+        yield pool
 
 
 @pytest.fixture(autouse=True)

@@ -154,6 +154,22 @@ def workers(sandbox, redis_queue):
     pool.assert_no_failed_jobs()
 
 
+@contextlib.contextmanager
+def connector_workers(text: str, directory: Path, test_settings, monkeypatch):
+    """Worker processes, and this process, that know the connector file holding text (no
+    sandbox); the block's end stops them and checks that no job failed."""
+    path = directory / "connectors.toml"
+    path.write_text(text)
+    test_settings.COUNTERSIGN_CONNECTORS = [str(path)]
+    monkeypatch.setenv("COUNTERSIGN_CONNECTORS", str(path))
+    pool = Workers(sandbox_url="http://127.0.0.1:9/sandbox/")
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+    pool.assert_no_failed_jobs()
+
+
 def wait_until(predicate, *, timeout: float = 30, interval: float = 0.05, message: str = ""):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

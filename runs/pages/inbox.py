@@ -27,7 +27,7 @@ from control.web.pages import (
     with_query,
 )
 from runs import selectors, services
-from runs.exceptions import RunsError
+from runs.exceptions import InvalidArguments, RunsError
 from runs.models import Action
 from runs.pages.forms import (
     PRESET_OPTIONS,
@@ -230,7 +230,10 @@ def inbox_edit(request: HttpRequest, action_pk) -> HttpResponse:
             reason=form.cleaned_data["edit_reason"],
         )
     except RunsError as error:
-        return _edit_page(request, action, form, outcome=refusal(error), status=409)
+        # Arguments the tool refuses are the form's to fix (422); anything else is the
+        # request having changed or being closed meanwhile (409).
+        status = 422 if isinstance(error, InvalidArguments) else 409
+        return _edit_page(request, action, form, outcome=refusal(error), status=status)
     response = _item_response(request, edited, _edited_outcome(action, edited))
     if request.htmx:
         response = retarget(reswap(response, "outerHTML"), f"#action-{action.pk}")

@@ -295,7 +295,9 @@ def sentence(text: str) -> str:
     text = text.strip()
     if not text:
         return text
-    text = text[0].upper() + text[1:]
+    # A plain first word gets its capital; a name ("args.edits[1].newText") is kept as spelled.
+    if text.split(" ", 1)[0].isalpha():
+        text = text[0].upper() + text[1:]
     return text if text[-1] in ".!?" else text + "."
 
 

@@ -1,9 +1,15 @@
 """A strict validator for the small JSON Schema subset our tools' arguments use.
 
-Supported keywords: type (object, string, integer, boolean), properties, required,
-additionalProperties (false only), minLength, maxLength, pattern (anchored "^...$"), enum,
-minimum, maximum, and the annotations $schema, title, description. A schema using anything
-else is refused when its tool class is defined, so no keyword is ever silently ignored.
+Supported keywords: type (object, array, string, integer, boolean), properties, required,
+additionalProperties (false only), items (required for an array), minItems, maxItems,
+uniqueItems, minLength, maxLength, pattern (anchored "^...$"), enum, minimum, maximum, and
+the annotations $schema, title, description, examples. Objects and arrays nest. A schema
+using anything else is refused when its tool class is defined, so no keyword is ever
+silently ignored.
+
+An array's order is part of the value, as in JSON: ["a", "b"] and ["b", "a"] are two
+intents with two digests. A tool to which the order means nothing sorts in prepare_args.
+uniqueItems compares items by their canonical JSON.
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from control.foundation.canonical import canonical_json
 from runs.tools.errors import InvalidArguments
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _ANNOTATIONS = {"$schema", "title", "description", "examples"}
 _KEYWORDS = {
     "object": {"type", "properties", "required", "additionalProperties"},
+    "array": {"type", "items", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "minLength", "maxLength", "pattern", "enum"},
     "integer": {"type", "minimum", "maximum", "enum"},
     "boolean": {"type"},
@@ -40,9 +48,26 @@ def check_schema(schema: dict[str, Any], *, path: str = "#") -> None:
             raise TypeError(f"{path}: required names unknown properties {sorted(missing)}")
         for name, child in properties.items():
             check_schema(child, path=f"{path}/properties/{name}")
+    if kind == "array":
+        _check_array(schema, path=path)
     pattern = schema.get("pattern")
     if pattern is not None and not (pattern.startswith("^") and pattern.endswith("$")):
         raise TypeError(f"{path}: patterns must be anchored with ^ and $")
+
+
+def _check_array(schema: dict[str, Any], *, path: str) -> None:
+    items = schema.get("items")
+    if not isinstance(items, dict):
+        raise TypeError(f"{path}: an array needs items, the schema of every item")
+    for key in ("minItems", "maxItems"):
+        count = schema.get(key, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TypeError(f"{path}: {key} must be a whole number, 0 or more")
+    if schema.get("minItems", 0) > schema.get("maxItems", schema.get("minItems", 0)):
+        raise TypeError(f"{path}: minItems is above maxItems")
+    if not isinstance(schema.get("uniqueItems", False), bool):
+        raise TypeError(f"{path}: uniqueItems must be true or false")
+    check_schema(items, path=f"{path}/items")
 
 
 def validate(schema: dict[str, Any], value: Any, *, path: str) -> None:
@@ -50,6 +75,8 @@ def validate(schema: dict[str, Any], value: Any, *, path: str) -> None:
     kind = schema["type"]
     if kind == "object":
         _validate_object(schema, value, path=path)
+    elif kind == "array":
+        _validate_array(schema, value, path=path)
     elif kind == "string":
         _validate_string(schema, value, path=path)
     elif kind == "integer":
@@ -71,6 +98,26 @@ def _validate_object(schema: dict[str, Any], value: Any, *, path: str) -> None:
     for name, child in properties.items():
         if name in value:
             validate(child, value[name], path=f"{path}.{name}")
+
+
+def _validate_array(schema: dict[str, Any], value: Any, *, path: str) -> None:
+    if not isinstance(value, list):
+        raise InvalidArguments(f"{path} must be an array", field=path)
+    if len(value) < schema.get("minItems", 0):
+        raise InvalidArguments(f"{path} must have at least {schema['minItems']} items", field=path)
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        raise InvalidArguments(f"{path} must have at most {schema['maxItems']} items", field=path)
+    for index, item in enumerate(value):
+        validate(schema["items"], item, path=f"{path}[{index}]")
+    if schema.get("uniqueItems"):
+        seen: dict[bytes, int] = {}
+        for index, item in enumerate(value):
+            earlier = seen.setdefault(canonical_json(item), index)
+            if earlier != index:
+                raise InvalidArguments(
+                    f"{path}[{index}] repeats {path}[{earlier}]; items must be unique",
+                    field=f"{path}[{index}]",
+                )
 
 
 def _validate_string(schema: dict[str, Any], value: Any, *, path: str) -> None:

@@ -6,9 +6,10 @@ characters as _) with upstream_tool naming it. A tool annotated readOnlyHint is 
 and needs no approval; every other one needs approval and is not_retriable, the safe
 default: MCP has no idempotency keys, so a resend may be a second effect. args_schema is
 the upstream inputSchema where it fits Countersign's subset (runs/tools/schema.py):
-strings, integers, booleans and objects, an optional value being one that may be left out.
-What does not fit is said in a comment: an optional argument is left out, a tool with a
-required one is printed commented out. No target is chosen and no probe written: comments
+strings, integers, booleans, objects and arrays of them, an optional value being one that
+may be left out. What does not fit is said in a comment: an optional argument is left out,
+a tool with a required one is printed commented out, and so is an array whose items do not
+fit. No target is chosen and no probe written: comments
 say what to decide.
 """
 
@@ -30,10 +31,11 @@ _KEPT = {
     "integer": ("title", "description", "minimum", "maximum", "enum"),
     "boolean": ("title", "description"),
     "object": ("title", "description"),
+    "array": ("title", "description", "minItems", "maxItems", "uniqueItems"),
 }
 # Said by the upstream for its own use: nothing for Countersign to enforce.
 _IGNORED = ("default", "examples", "$schema")
-_SUBSET = "Countersign's argument schemas take strings, integers, booleans and objects"
+_SUBSET = "Countersign's argument schemas take strings, integers, booleans, objects and arrays"
 
 
 def definition_text(name: str, command: list[str], *, timeout: float = 30.0) -> str:
@@ -135,8 +137,20 @@ def _fit(schema: Any, path: str) -> tuple[dict[str, Any] | None, list[str]]:
     for key, value in schema.items():
         if key in _KEPT[kind] and not (key == "pattern" and not _anchored(value)):
             fitted[key] = value
-        elif key not in ("type", "properties", "required", "additionalProperties", *_IGNORED):
+        elif key not in (
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "items",
+            *_IGNORED,
+        ):
             notes.append(f"{path}: {key} = {json.dumps(value)} (not enforced here)")
+    if kind == "array":
+        items, item_notes = _fit(schema.get("items"), f"{path}[]")
+        if items is None:
+            return None, item_notes
+        return {**fitted, "items": items}, notes + item_notes
     if kind != "object":
         return fitted, notes
     required = [name for name in schema.get("required", []) if isinstance(name, str)]
