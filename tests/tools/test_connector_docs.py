@@ -70,6 +70,7 @@ def journal_connector() -> Iterator[types.ModuleType]:
 
 def test_the_page_shows_every_kind_of_example():
     assert [connector_of(text) for text in EXAMPLES] == [
+        "files",
         "payments",
         "github",
         "journal",

@@ -156,6 +156,46 @@ def test_a_connectors_concurrency_reaches_its_tools_and_is_bounded(tmp_path):
         assert f"field 'concurrency': {words}" in refusal(tmp_path, text)
 
 
+def test_a_whole_variable_in_a_typed_field_reads_as_its_type(tmp_path):
+    text = desk(
+        GOOD_TOOL + 'needs_approval = "${DESK_APPROVAL}"\nretry.base_delay = "${DESK_DELAY}"',
+        connector='base_url = "https://desk.example/api"\nconcurrency = "${DESK_CONCURRENCY}"',
+    )
+    environ = {"DESK_APPROVAL": "false", "DESK_DELAY": "0.25", "DESK_CONCURRENCY": "8"}
+
+    [tool] = connector_tools(tmp_path, text, environ=environ)
+
+    assert (tool.needs_approval, tool.concurrency) == (False, 8)
+    assert tool.retry_policy.base_delay == 0.25
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("eight", "must be an integer; ${DESK_CONCURRENCY} does not read as one"),
+        ("8.0", "must be an integer; ${DESK_CONCURRENCY} does not read as one"),
+        (" 8", "must be an integer; ${DESK_CONCURRENCY} does not read as one"),
+        ("0", "must be an integer >= 1"),
+    ],
+)
+def test_a_variable_that_does_not_read_as_the_type_is_refused_by_name(tmp_path, value, words):
+    text = desk(
+        connector='base_url = "https://desk.example/api"\nconcurrency = "${DESK_CONCURRENCY}"'
+    )
+
+    message = refusal(tmp_path, text, environ={"DESK_CONCURRENCY": value})
+
+    assert f"field 'concurrency': {words}" in message
+    if value != "0":
+        assert repr(value) not in message  # the value may be a secret: only its name is said
+
+
+def test_a_variable_inside_a_longer_text_stays_text(tmp_path):
+    text = desk(connector='base_url = "https://desk.example/api"\nconcurrency = "${A}${B}"')
+    message = refusal(tmp_path, text, environ={"A": "1", "B": "6"})
+    assert "field 'concurrency': must be an integer >= 1" in message
+
+
 def test_only_http_and_smtp_connectors_send_calls_at_once(tmp_path):
     text = (
         '[connectors.git]\nkind = "mcp"\ncommand = ["mcp-server-git"]\nconcurrency = 2\n\n'

@@ -142,6 +142,17 @@ def test_one_execute_delivers_one_message_named_by_the_key(tmp_path):
     }
 
 
+def test_a_port_from_the_environment_reaches_the_real_server(tmp_path):
+    """port = "${SMTP_PORT}", as a compose file passes it: read as the integer it spells."""
+    mailbox = Mailbox(reply="250 2.0.0 Ok: queued as 4F2A")
+    with smtp_server(mailbox) as port:
+        text = connector_file(port).replace(f"port = {port}", 'port = "${SMTP_PORT}"')
+        [tool] = connector_tools(tmp_path, text, environ={"SMTP_PORT": str(port)})
+        tool.execute(call_for(tool), timeout=TIMEOUT)
+
+    assert mailbox.envelopes == [(FROM_ADDRESS, ["ops@example.com"])]
+
+
 def test_a_server_that_refuses_the_connection_is_transient(tmp_path, closed_port):
     tool = send_tool(tmp_path, closed_port)
     with pytest.raises(TransientError, match="nothing was sent: the connection failed") as caught:

@@ -1,7 +1,8 @@
 """Loading connector files: TOML in, tools out (the format is runs.tools.connectors.definition's).
 
 `${VAR}` anywhere expands from the environment when the file is loaded; a missing variable
-is refused with its name and place. `$${` writes a literal `${`. The expanded values are the
+is refused with its name and place. `$${` writes a literal `${`. A value that is one `${VAR}`
+alone is a fields.FromVariable, which a typed field reads as its type. The expanded values are the
 connector's secrets, scrubbed from every error its tools raise (definition.Secrets).
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from runs.tools.connectors import http_kind, mcp_kind, python_kind, smtp_kind
 from runs.tools.connectors.definition import ConnectorSpec, KindBuilder, Secrets
-from runs.tools.connectors.fields import ConnectorError, Fields, Where
+from runs.tools.connectors.fields import ConnectorError, Fields, FromVariable, Where
 
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _VARIABLE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -135,4 +136,7 @@ def _expand(value: Any, where: Where, environ: Mapping[str, str], secrets: Secre
         secrets.names[environ[variable]] = variable
         return environ[variable]
 
+    whole = _VARIABLE.fullmatch(value)
+    if whole is not None and whole.group(1) is not None:
+        return FromVariable(substitute(whole), whole.group(1))
     return _VARIABLE.sub(substitute, value)
