@@ -46,12 +46,17 @@ silently. The checks, in order:
   performed it once (a read: never).
 
 Every execute uses a fresh idempotency key and a fresh (target, args) from make_call, so the
-checks do not depend on each other. tests/tools/test_contract_suite.py runs it against the
-sandbox's five tools and the benchmark's two; docs/CONNECTORS.md shows it for a new connector.
+checks do not depend on each other. Against a system that must not be written to,
+`writes_allowed=False` leaves out (as not applicable) every check that would execute a
+write; `manage.py connectors test` runs the suite so, against a tool's configured system,
+unless given --allow-writes. tests/tools/test_contract_suite.py runs it against the sandbox's
+five tools and the benchmark's two; docs/CONNECTORS.md shows it for a new connector.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -71,12 +76,16 @@ UNKNOWN_ARGUMENT = "not_an_argument_of_this_tool"
 class System:
     """The system under a tool, as far as the checks need it."""
 
-    # A fresh, valid (target, args) for one call, as an agent would propose it.
-    make_call: Callable[[], tuple[str, dict[str, Any]]]
+    # A fresh, valid (target, args) for one call, as an agent would propose it; None when
+    # there is none to make, and the checks that need a call are then not applicable.
+    make_call: Callable[[], tuple[str, dict[str, Any]]] | None
     # The number of effects the system has performed so far (for this tool); None when the
     # system cannot tell, and the checks that count effects are then not applicable.
     count_effects: Callable[[], int] | None = None
     timeout: Timeout = (3.05, 10.0)
+    # False against a system that must not be written to: the checks that would execute a
+    # write (a write tool's execute, however invalid its arguments) are then not applicable.
+    writes_allowed: bool = True
 
 
 @dataclass(frozen=True)
@@ -189,8 +198,14 @@ class ContractSuite:
 
     def fresh_input(self) -> tuple[str, dict[str, Any]]:
         """make_call()'s (target, args), normalized."""
-        target, args = self.system.make_call()
+        target, args = self._made()
         return self.tool.normalize(target=target, args=args)
+
+    def _made(self) -> tuple[str, dict[str, Any]]:
+        if self.system.make_call is None:
+            raise _NotApplicable("no call given to make (a target and arguments)")
+        target, args = self.system.make_call()
+        return target, args
 
     def fresh_call(self) -> ToolCall:
         return self._call(*self.fresh_input())
@@ -202,6 +217,8 @@ class ContractSuite:
         return f"contract-suite:{uuid.uuid4().hex}:{target}:{self.tool.contract_version}"
 
     def execute(self, call: ToolCall) -> ToolReceipt:
+        if not (self.read_only or self.system.writes_allowed):
+            raise _NotApplicable("it would send a write, and writes are not allowed here")
         return self.tool.execute(call, timeout=self.system.timeout)
 
     def effects(self) -> int:
@@ -248,7 +265,7 @@ class ContractSuite:
         )
 
     def normalize_is_idempotent(self) -> None:
-        target, args = self.system.make_call()
+        target, args = self._made()
         once = self.tool.normalize(target=target, args=args)
         twice = self.tool.normalize(target=once[0], args=once[1])
         _expect(once == twice, f"normalizing {once!r} again gives {twice!r}")
@@ -361,6 +378,33 @@ class ContractSuite:
         made = self.effects() - before
         expected = 0 if self.read_only else 1
         _expect(made == expected, f"the same call twice made {made} effects, not {expected}")
+
+
+def numbered_calls(
+    target: str, args: dict[str, Any], *, first: int | None = None
+) -> Callable[[], tuple[str, dict[str, Any]]]:
+    """make_call for one given (target, args): each call has `{n}` in the target and in
+    every string of args replaced by a number of its own, counting up from first (default:
+    a random eight-digit start), so a system that takes one write per target gets a fresh
+    one each time, in this run and, all but surely, in the runs before it."""
+    start = random.randrange(10_000_000, 90_000_000) if first is None else first
+    numbers = itertools.count(start)
+
+    def make_call() -> tuple[str, dict[str, Any]]:
+        number = str(next(numbers))
+        return target.replace("{n}", number), _numbered(args, number)
+
+    return make_call
+
+
+def _numbered(value: Any, number: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{n}", number)
+    if isinstance(value, dict):
+        return {key: _numbered(item, number) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numbered(item, number) for item in value]
+    return value
 
 
 def frozen_call(tool: Tool, target: str, args: dict[str, Any], *, key: str) -> ToolCall:

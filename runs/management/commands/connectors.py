@@ -1,6 +1,7 @@
 """`manage.py connectors check [FILE...]`, `connectors list [--tenant NAME]`,
-`connectors enable|disable --tenant NAME (CONNECTOR... | --all)` and
-`connectors import-mcp NAME -- COMMAND...`.
+`connectors enable|disable --tenant NAME (CONNECTOR... | --all)`,
+`connectors import-mcp NAME -- COMMAND...` and
+`connectors test TOOL [--version V] [--target T --args JSON] [--allow-writes]`.
 
 check: loads each file (default: settings.COUNTERSIGN_CONNECTORS, and the demo's while the
 sandbox is enabled) and reports the first problem of each by file, connector, tool and field;
@@ -10,11 +11,16 @@ that tenant may use it).
 enable / disable: which connectors a tenant may reach (audited; a new tenant has none);
 enable's --reads-without-approval lets the connector's read_only tools run at once.
 import-mcp: starts an MCP server, lists its tools and prints a connector definition to edit.
+test: runs the contract suite (runs.tools.testing) against the tool's configured system and
+prints each check as passed, failed with why, or not applicable with why; fails when one
+failed. Without --allow-writes, nothing that would send a write runs: the write checks need
+a test target (a sandbox, a test-mode account) and --allow-writes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import ClassVar
 
@@ -32,7 +38,16 @@ from runs.tools.base import Tool
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.connectors.files import load_files
 from runs.tools.connectors.mcp_import import definition_text
-from runs.tools.registry import all_tools
+from runs.tools.errors import ToolError
+from runs.tools.registry import all_tools, get_tool
+from runs.tools.testing import (
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    ContractSuite,
+    System,
+    numbered_calls,
+)
 
 _COLUMNS = ("tool", "version", "kind", "effect class", "approval", "dedupes", "query", "proof")
 
@@ -95,6 +110,29 @@ class Command(BaseCommand):
             "server_command", nargs=argparse.REMAINDER, help="-- COMMAND... starting the server"
         )
 
+        tester = commands.add_parser(
+            "test", help="check a tool's promises against its configured system"
+        )
+        tester.add_argument("tool", help="the tool's full name, e.g. payments.charge")
+        tester.add_argument("--version", help="its contract version (default: the newest)")
+        tester.add_argument("--target", help="the target of each call; {n}: a fresh number")
+        tester.add_argument(
+            "--args",
+            dest="call_args",
+            metavar="JSON",
+            help="the arguments of each call, a JSON object",
+        )
+        tester.add_argument(
+            "--first",
+            type=int,
+            help="{n} counts up from this number (default: a random eight-digit start)",
+        )
+        tester.add_argument(
+            "--allow-writes",
+            action="store_true",
+            help="also send writes (only against a test target: each write check makes one)",
+        )
+
     def handle(self, *args, subcommand, **options):
         if subcommand == "check":
             self.check(options["files"] or _default_files(), verbosity=options["verbosity"])
@@ -102,6 +140,8 @@ class Command(BaseCommand):
             self.list(options["tenant"])
         elif subcommand in ("enable", "disable"):
             self.switch(subcommand, **options)
+        elif subcommand == "test":
+            self.test(**options)
         else:
             self.import_mcp(options["name"], options["server_command"])
 
@@ -133,6 +173,43 @@ class Command(BaseCommand):
             self.stdout.write(definition_text(name, command), ending="")
         except ValueError as error:
             raise CommandError(str(error)) from None
+
+    def test(self, *, tool, version, target, call_args, first, allow_writes, **_) -> None:
+        if (target is None) != (call_args is None):
+            raise CommandError("give --target and --args together (or neither: no calls)")
+        try:
+            arguments = None if call_args is None else json.loads(call_args)
+        except json.JSONDecodeError as error:
+            raise CommandError(f"--args is not JSON: {error}") from None
+        if arguments is not None and not isinstance(arguments, dict):
+            raise CommandError("--args must be a JSON object of arguments")
+        try:
+            found = get_tool(tool, version)
+        except (ToolError, ConnectorError) as error:
+            raise CommandError(str(error)) from None
+        make_call = None if target is None else numbered_calls(target, arguments, first=first)
+        if make_call is not None:
+            given_target, given_args = make_call()
+            try:
+                found.normalize(target=given_target, args=given_args)
+            except ToolError as error:
+                raise CommandError(f"{found.name} refuses the call given: {error}") from None
+        system = System(make_call=make_call, writes_allowed=allow_writes)
+        writes = "writes allowed" if allow_writes else "no writes (--allow-writes sends them)"
+        self.stdout.write(f"{found.name} {found.contract_version} against its system, {writes}:")
+        outcome = ContractSuite(found, system).run()
+        width = max(len(result.outcome) for result in outcome.results)
+        for result in outcome.results:
+            line = f"  {result.outcome.ljust(width)}  {result.name}"
+            line += f": {result.detail}" if result.detail else ""
+            style = self.style.ERROR if result.outcome == FAILED else str
+            self.stdout.write(style(line))
+        counts = [f"{len(outcome.named(kind))} {kind}" for kind in (PASSED, FAILED, NOT_APPLICABLE)]
+        self.stdout.write(f"{outcome.tool}: {', '.join(counts)}")
+        failed = outcome.named(FAILED)
+        if failed:
+            names = ", ".join(result.name for result in failed)
+            raise CommandError(f"{found.name} breaks its contract: {names}")
 
     def switch(self, subcommand: str, *, tenant: str, connectors, **options) -> None:
         if bool(connectors) == options["all"]:
