@@ -10,8 +10,9 @@ from __future__ import annotations
 from django import forms
 
 from reconciliation.models import ReconciliationCase
-from reconciliation.selectors import REASONS, CaseCounts
+from reconciliation.selectors import CaseCounts
 from runs.pages.forms import FilterForm, tool_names
+from runs.selectors import REASONS
 
 Resolution = ReconciliationCase.Resolution
 Status = ReconciliationCase.Status

@@ -12,24 +12,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import (
-    Case,
-    CharField,
-    Count,
-    F,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    Value,
-    When,
-)
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q, QuerySet
 
 from control.models import AuditEntry, Tenant
 from reconciliation.models import ReconciliationCase
 from runs.models import Action, Attempt
-from runs.selectors import Page, policy_for
+from runs.selectors import Page, policy_for, with_reasons
 from runs.tools.errors import ToolError
 
 PAGE_SIZE = 50
@@ -40,50 +28,6 @@ OTHER_EFFECTS_SHOWN = 100
 Status = ReconciliationCase.Status
 WAITING_FOR_A_PERSON = (Status.OPEN, Status.AWAITING_SECOND)
 UNRESOLVED = (Status.PROBING, Status.OPEN, Status.AWAITING_SECOND)
-
-# Why the outcome is unknown, as a reconciler names it. Workers store a coarse error class
-# (`tool_result_uncertain`) and, on the attempt, the transport's own words; these rules read
-# both. The first rule that matches wins.
-REASONS = {
-    "timeout_after_send": "timeout after send",
-    "dropped_connection": "dropped connection",
-    "malformed_answer": "malformed answer",
-    "receipt_digest_mismatch": "receipt digest mismatch",
-    "gateway_error": "gateway error after send",
-    "crash_after_send": "worker stopped after sending",
-    "unknown": "outcome unknown",
-}
-_BY_REASON = {"receipt_digest_mismatch", "crash_after_send"}
-_BY_CAUSE = (
-    ("timeout_after_send", ("in time", "timed out")),
-    ("dropped_connection", ("failed after sending", "cut short", "dropped")),
-    ("malformed_answer", ("usable receipt", "malformed", "unexpected http")),
-    ("gateway_error", ("http 502", "http 503", "http 504")),
-)
-
-
-def _cause() -> Coalesce:
-    """The words of the attempt whose outcome became unknown (its latest uncertain one); once
-    a resolution settled that attempt, the case's own detail."""
-    uncertain = Attempt.objects.filter(
-        action=OuterRef("action_id"), status=Attempt.Status.UNCERTAIN
-    ).order_by("-number")
-    return Coalesce(Subquery(uncertain.values("error")[:1]), F("detail"))
-
-
-def _reason_kind() -> Case:
-    whens = [When(reason=kind, then=Value(kind)) for kind in sorted(_BY_REASON)]
-    for kind, words in _BY_CAUSE:
-        matches = Q()
-        for word in words:
-            matches |= Q(cause__icontains=word)
-        whens.append(When(matches, then=Value(kind)))
-    return Case(*whens, default=Value("unknown"), output_field=CharField())
-
-
-def with_reasons(cases: QuerySet[ReconciliationCase]) -> QuerySet[ReconciliationCase]:
-    """Adds `cause` (the transport's words) and `reason_kind` (a key of REASONS)."""
-    return cases.annotate(cause=_cause()).annotate(reason_kind=_reason_kind())
 
 
 @dataclass(frozen=True)

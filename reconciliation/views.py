@@ -29,6 +29,7 @@ from runs.exceptions import RunsError
 from runs.execution.saga import COMPENSATION_PREFIX
 from runs.models import Attempt
 from runs.pages.presenters import ActionView, IntentText
+from runs.selectors import REASONS
 
 CASES = "reconciliation/case_list.html"
 CASE = "reconciliation/case_detail.html"
@@ -111,7 +112,7 @@ class CaseRow:
 
     @property
     def reason_label(self) -> str:
-        return selectors.REASONS.get(self.case.reason_kind, self.case.reason)
+        return REASONS.get(self.case.reason_kind, self.case.reason)
 
     @property
     def why(self) -> str:
@@ -228,7 +229,7 @@ class CaseView(IntentText):
 
     @property
     def reason_label(self) -> str:
-        return selectors.REASONS.get(self.case.reason_kind, self.case.reason)
+        return REASONS.get(self.case.reason_kind, self.case.reason)
 
     @cached_property
     def findings(self) -> list[Finding]:

@@ -277,7 +277,13 @@ class ReceiptOut(Schema):
 class CaseOut(Schema):
     id: UUID
     status: str
-    reason: str
+    reason: str = Field(description="The error class the case was opened for, as stored.")
+    reason_kind: str = Field(
+        description="Why the outcome is unknown, as the reconciliation pages name it: "
+        "timeout_after_send, dropped_connection, malformed_answer, receipt_digest_mismatch, "
+        "gateway_error (a 5xx after the send), crash_after_send, tool_crashed or unknown."
+    )
+    reason_label: str = Field(description="reason_kind in the pages' words.")
     url: str
 
 

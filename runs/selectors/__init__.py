@@ -6,6 +6,7 @@ receipts ledger). Callers import from `runs.selectors`.
 
 from __future__ import annotations
 
+from runs.selectors.case_reasons import REASONS, cases_with_reasons, with_reasons
 from runs.selectors.connectors import (
     connectors_enabled,
     connectors_enabled_for,
@@ -85,6 +86,7 @@ __all__ = [
     "LEDGER_PAGE_SIZE",
     "PAGE_SIZE",
     "PROVEN_STATUSES",
+    "REASONS",
     "REPEATABLE_STATUSES",
     "Duplicate",
     "InboxFilters",
@@ -104,6 +106,7 @@ __all__ = [
     "agent_write",
     "any_action_due",
     "approval_overrides",
+    "cases_with_reasons",
     "completed_action_ids",
     "connectors_enabled",
     "connectors_enabled_for",
@@ -141,4 +144,5 @@ __all__ = [
     "tool_catalog",
     "tool_policies",
     "verified_policies",
+    "with_reasons",
 ]

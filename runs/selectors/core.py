@@ -21,6 +21,7 @@ from runs.models import (
     ToolPolicy,
 )
 from runs.record.signed_rows import POLICY_ROWS
+from runs.selectors.case_reasons import REASONS, cases_with_reasons
 from runs.selectors.connectors import connectors_enabled, default_needs_approval, tenant_tool
 from runs.tools.errors import UnsupportedTool
 from runs.tools.registry import all_tools
@@ -187,7 +188,8 @@ def plan_items(plan) -> list[Action]:
         plan.items.order_by("position")
         .select_related("receipt", "supersedes", "superseded_by")
         .prefetch_related(
-            Prefetch("approvals", queryset=Approval.objects.select_related("rule")), "cases"
+            Prefetch("approvals", queryset=Approval.objects.select_related("rule")),
+            Prefetch("cases", queryset=cases_with_reasons()),
         )
     )
 
@@ -211,15 +213,31 @@ def action_status(action_pk) -> str:
 
 
 def latest_case(action: Action) -> dict | None:
+    """The action's latest case (id, status, reason as stored, reason_kind and reason_label
+    as the pages name it), or None."""
     # The reverse relation of reconciliation's cases: runs never imports reconciliation.
     if "cases" in getattr(action, "_prefetched_objects_cache", {}):  # plan_items: no N+1
         cases = sorted(action.cases.all(), key=lambda case: case.opened_at, reverse=True)
-        return (
-            {"id": cases[0].id, "status": cases[0].status, "reason": cases[0].reason}
-            if (cases)
-            else None
+        latest = cases[0] if cases else None
+        found = (
+            None
+            if latest is None
+            else {
+                "id": latest.id,
+                "status": latest.status,
+                "reason": latest.reason,
+                "reason_kind": latest.reason_kind,
+            }
         )
-    return action.cases.order_by("-opened_at").values("id", "status", "reason").first()
+    else:
+        found = (
+            cases_with_reasons()
+            .filter(action=action)
+            .order_by("-opened_at")
+            .values("id", "status", "reason", "reason_kind")
+            .first()
+        )
+    return None if found is None else {**found, "reason_label": REASONS[found["reason_kind"]]}
 
 
 def runs_newest_first(*, tenant: Tenant, phase: str | None = None) -> QuerySet[Run]:

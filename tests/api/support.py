@@ -42,16 +42,22 @@ def execute_with_receipt(action: Action, *, receipt_id: str = "rcpt-1") -> Actio
     return action
 
 
-def make_uncertain_with_case(action: Action):
-    """An approved action whose send ended unknown and that nothing could settle."""
+def make_uncertain_with_case(
+    action: Action,
+    *,
+    reason: str = "connection_dropped",
+    detail: str = "the connection closed after sending",
+):
+    """An approved action whose send ended unknown (for reason, in the transport's words
+    detail) and that nothing could settle."""
     lease = lease_claim(run_id=action.run_id, owner=WORKER)
     attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=WORKER)
     assert attempt is not None
     recovery.action_uncertain(
         action_pk=action.pk,
         lease=lease,
-        reason="connection_dropped",
-        detail="the connection closed after sending",
+        reason=reason,
+        detail=detail,
         worker=WORKER,
     )
     lease_release(lease=lease)

@@ -239,17 +239,42 @@ def test_a_succeeded_action_shows_its_receipt_and_approval(api, django_assert_nu
     assert body["attempt_count"] == 1
 
 
-def test_an_uncertain_action_links_its_open_reconciliation_case(api):
+@pytest.mark.parametrize(
+    ("reason", "detail", "kind", "label"),
+    [
+        (
+            "connection_dropped",
+            "the connection dropped after sending",
+            "dropped_connection",
+            "dropped connection",
+        ),
+        # An answered 503 of a write that may not be resent: stored as transient, but its
+        # outcome is unknown, and the API says so as the case pages do.
+        (
+            "transient",
+            "HTTP 503 service_unavailable: upstream busy",
+            "gateway_error",
+            "gateway error after send",
+        ),
+        ("tool_crashed", "RuntimeError: the tool raised", "tool_crashed", "the tool crashed"),
+        ("connection_dropped", "the connection closed after sending", "unknown", "outcome unknown"),
+    ],
+)
+def test_an_uncertain_action_links_its_case_named_as_the_pages_name_it(
+    api, reason, detail, kind, label
+):
     action = make_action(make_run(api.tenant))
     approve(action, make_user(api.tenant, "operator"))
-    case = make_uncertain_with_case(action)
+    case = make_uncertain_with_case(action, reason=reason, detail=detail)
     body = api.get(f"/actions/{action.id}").body
     assert body["status"] == "uncertain"
-    assert body["error_class"] == "connection_dropped"
+    assert body["error_class"] == reason
     assert body["reconciliation_case"] == {
         "id": str(case.id),
         "status": case.status,
-        "reason": "connection_dropped",
+        "reason": reason,
+        "reason_kind": kind,
+        "reason_label": label,
         "url": f"http://testserver/reconciliation/{case.id}/",
     }
 
