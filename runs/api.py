@@ -39,7 +39,7 @@ from runs.selectors import (
 )
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
 from runs.tools.registry import redacted_error
-from runs.waiting import PENDING_STATUSES, status_after_waiting
+from runs.waiting import WAITED_ON_STATUSES, status_after_waiting
 
 router = Router(tags=["runs"])
 
@@ -373,11 +373,12 @@ def get_action(
 ):
     """The action's status, decision (with the reject reason), receipt, error class and
     reconciliation case. With `wait`, long-polls up to that many seconds (at most 30; more
-    is clamped) while the action is still waiting for approval or executing; a token has
+    is clamped) while the action is still waiting for approval or executing, or uncertain
+    while its reconciliation case is being resolved; a token has
     at most COUNTERSIGN_API_MAX_LONG_POLLS waiting at once (429 beyond)."""
     action = _action_or_404(request, action_pk)
     wait = min(wait, schemas.MAX_WAIT_SECONDS)
-    if action.status in PENDING_STATUSES and wait > 0:
+    if action.status in WAITED_ON_STATUSES and wait > 0:
         with long_poll_slot(request.auth, wait):
             status = status_after_waiting(action, wait)
         if status != action.status:

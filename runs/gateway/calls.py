@@ -33,7 +33,7 @@ from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY
-from runs.waiting import PENDING_STATUSES, status_after_waiting
+from runs.waiting import WAITED_ON_STATUSES, status_after_waiting
 
 # countersign_wait waits at most this long: under the common 60 s proxy and client timeouts.
 MAX_WAIT_SECONDS = 50
@@ -199,7 +199,7 @@ def wait(caller: Caller, action_pk: str, timeout_s: float) -> dict:
     """The outcome of the caller's write, waiting up to timeout_s (at most MAX_WAIT_SECONDS)."""
     action = _loaded(caller, action_pk)
     seconds = min(max(timeout_s, 0), MAX_WAIT_SECONDS)
-    if seconds > 0 and action.status in PENDING_STATUSES:
+    if seconds > 0 and action.status in WAITED_ON_STATUSES:
         with long_poll_slot(caller.token, seconds):
             status = status_after_waiting(action, seconds)
         if status != action.status:

@@ -41,7 +41,8 @@ SAYS = {
     "executed": "Executed once by Countersign; the receipt is its proof.",
     "uncertain": (
         "The outcome is unknown: it may or may not have happened. A person resolves it in "
-        "the reconciliation case; do not try again yourself."
+        "the reconciliation case; do not try again yourself. countersign_wait holds until "
+        "it is resolved."
     ),
     "failed": "It failed and was not applied; reason says why.",
     "rejected": "A person rejected it; reason says why. It was not executed.",

@@ -9,9 +9,11 @@ import pytest
 import requests
 from django.db import connection
 
+from runs.execution import recovery
 from runs.services import approval_decide
 from tests.api.conftest import assert_problem, make_token
-from tests.factories import make_action, make_run, make_tenant, make_user, reject
+from tests.api.support import make_uncertain_with_case
+from tests.factories import approve, make_action, make_run, make_tenant, make_user, reject
 
 live = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -56,6 +58,35 @@ def test_a_long_poll_answers_as_soon_as_the_operator_rejects_and_carries_the_rea
     assert body["status"] == "rejected"
     assert (body["decision"]["outcome"], body["decision"]["reason"]) == ("reject", "wrong ticket")
     assert 0.4 < elapsed < 5
+
+
+@live
+def test_a_long_poll_holds_while_the_case_of_an_unknown_outcome_is_open(live_server):
+    """An uncertain action is still heading for an outcome: the wait holds until the
+    reconciler's resolution lands (here abandon, as case_resolve applies it), instead of
+    answering at once and letting the agent poll into its rate limit."""
+    tenant = make_tenant()
+    action = make_action(make_run(tenant))
+    approve(action, make_user(tenant, "operator"))
+    make_uncertain_with_case(action)
+
+    def abandon_later():
+        try:
+            time.sleep(0.5)
+            recovery.action_abandon(action_pk=action.pk, reason="checked by hand", actor="ops")
+        finally:
+            connection.close()
+
+    resolver = threading.Thread(target=abandon_later)
+    resolver.start()
+    started = time.monotonic()
+    answer = _get(live_server, make_token(tenant), action, wait=20)
+    elapsed = time.monotonic() - started
+    resolver.join()
+
+    body = answer.json()
+    assert (body["status"], body["error_class"]) == ("failed", "abandoned")
+    assert 0.4 < elapsed < 10
 
 
 @live
