@@ -79,6 +79,8 @@ class Charge(models.Model):
     refunded_cents = models.PositiveBigIntegerField(default=0)
     # Grows by one on every refund: the target version a refund's receipt names.
     version = models.PositiveBigIntegerField(default=1)
+    # Strings the caller attached (Stripe's metadata[...]), kept and answered with the charge.
+    metadata = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

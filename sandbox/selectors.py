@@ -28,6 +28,11 @@ def charge_get(*, charge_id: str) -> Charge | None:
     return Charge.objects.filter(receipt_id=charge_id).first()
 
 
+def charges_with_metadata(*, name: str, value: str) -> QuerySet[Charge]:
+    """Charges whose metadata holds name = value, newest first as Stripe's search answers."""
+    return Charge.objects.filter(**{f"metadata__{name}": value}).order_by("-created_at", "-id")
+
+
 def effects_ledger(*, tool: str | None = None, key: str | None = None) -> QuerySet[Effect]:
     ledger = Effect.objects.order_by("id")
     if tool is not None:

@@ -123,7 +123,12 @@ def notification_send(*, recipient: str, body: str) -> Outcome:
 
 
 def charge_create(
-    *, idempotency_key: str, customer: str, amount_cents: int, currency: str
+    *,
+    idempotency_key: str,
+    customer: str,
+    amount_cents: int,
+    currency: str,
+    metadata: dict[str, str] | None = None,
 ) -> Outcome:
     def perform() -> _Effect:
         charge = Charge.objects.create(
@@ -131,6 +136,7 @@ def charge_create(
             customer=customer,
             amount_cents=amount_cents,
             currency=currency,
+            metadata=metadata or {},
         )
         return _Effect(charge.receipt_id, None, "charged")
 

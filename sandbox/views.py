@@ -139,14 +139,22 @@ def charges(request: HttpRequest) -> HttpResponse:
         body["currency"], field="currency", max_length=3, pattern=validation.CURRENCY
     )
 
-    return _charge(request, key, customer=customer, amount_cents=amount, currency=currency)
+    return charge_made(request, key, customer=customer, amount_cents=amount, currency=currency)
 
 
 @api("POST")
 def form_charges(request: HttpRequest) -> HttpResponse:
     """payments/charges as Stripe's API takes it: a form body (`amount` in minor units,
-    `metadata[...]` strings kept by Stripe, ignored here) and nothing else."""
+    `metadata[...]` strings, kept with the charge) and nothing else."""
     key = validation.idempotency_key(request.headers)
+    customer, amount, currency, metadata = form_charge_fields(request)
+    return charge_made(
+        request, key, customer=customer, amount_cents=amount, currency=currency, metadata=metadata
+    )
+
+
+def form_charge_fields(request: HttpRequest) -> tuple[str, int, str, dict[str, str]]:
+    """(customer, amount in minor units, currency, metadata) of a Stripe-style form charge."""
     body = validation.form_object(
         request,
         allowed={"customer", "amount", "currency", "metadata"},
@@ -162,20 +170,35 @@ def form_charges(request: HttpRequest) -> HttpResponse:
     currency = validation.string(
         body["currency"], field="currency", max_length=3, pattern=validation.CURRENCY_ANY_CASE
     ).upper()
+    metadata = body.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise BadRequest("metadata takes metadata[NAME]=VALUE fields")
+    return customer, amount, currency, metadata
 
-    return _charge(request, key, customer=customer, amount_cents=amount, currency=currency)
 
-
-def _charge(
-    request: HttpRequest, key: str, *, customer: str, amount_cents: int, currency: str
+def charge_made(
+    request: HttpRequest,
+    key: str,
+    *,
+    customer: str,
+    amount_cents: int,
+    currency: str,
+    metadata: dict[str, str] | None = None,
+    answer: Callable[[services.Outcome], HttpResponse] = _receipt_response,
 ) -> HttpResponse:
-    """The charge either route read, made under the payment.charge faults."""
+    """The charge a route read, made under the payment.charge faults; answered in the
+    route's shape (the sandbox's receipt, or Stripe's charge object)."""
 
     def step() -> HttpResponse:
-        outcome = services.charge_create(
-            idempotency_key=key, customer=customer, amount_cents=amount_cents, currency=currency
+        return answer(
+            services.charge_create(
+                idempotency_key=key,
+                customer=customer,
+                amount_cents=amount_cents,
+                currency=currency,
+                metadata=metadata,
+            )
         )
-        return _receipt_response(outcome)
 
     return with_faults("payment.charge", request.META, step)
 

@@ -119,6 +119,16 @@ def make_action(
     return action
 
 
+def approved_action(tool: str, *, target: str, args: dict, action_id: str, goal: str) -> Action:
+    """An intent of a new tenant's new run, approved by an operator of that tenant."""
+    tenant = make_tenant()
+    action = make_action(
+        make_run(tenant, goal=goal), action_id=action_id, tool=tool, target=target, args=args
+    )
+    approve(action, make_user(tenant, "operator"))
+    return action
+
+
 def approve(action: Action, approver, *, reason: str = "") -> None:
     decide(action, approver, decision="approve", reason=reason)
 

@@ -12,7 +12,7 @@ import requests
 
 from runs.models import Action
 from sandbox.models import Charge, Effect
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.factories import approved_action
 from tests.processes import settled
 from tests.registry import connector_tools, registered
 
@@ -61,16 +61,13 @@ def card_charge(sandbox, tmp_path, monkeypatch):
 
 
 def _approved_charge(tool) -> Action:
-    tenant = make_tenant()
-    action = make_action(
-        make_run(tenant, goal="charge cus_42 for order 7"),
-        action_id="charge-order-7",
-        tool=tool.name,
+    return approved_action(
+        tool.name,
         target="cus_42",
         args={"amount": 1250, "currency": "eur", "order": "7"},
+        action_id="charge-order-7",
+        goal="charge cus_42 for order 7",
     )
-    approve(action, make_user(tenant, "operator"))
-    return action
 
 
 def test_the_form_only_server_refuses_json_as_stripe_does(sandbox):

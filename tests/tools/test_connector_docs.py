@@ -8,53 +8,12 @@ import re
 import sys
 import types
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from runs.pages.presenters import ToolText
 from runs.tools.calls import ToolReceipt
-from runs.tools.connectors.files import load_file
-
-ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "CONNECTORS.md"
-VARIABLE = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def blocks(language: str, document: Path = DOC) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```$", document.read_text(), re.S | re.M)
-
-
-def python_block(first_line: str) -> str:
-    (source,) = [block for block in blocks("python") if block.startswith(first_line)]
-    return source
-
-
-def environment(text: str, directory: Path) -> dict[str, str]:
-    """A value for every ${VAR} the example names: a URL, a file, or a secret."""
-    values = {}
-    for name in set(VARIABLE.findall(text)):
-        if name.endswith("_URL"):
-            values[name] = f"https://{name.lower().replace('_', '-')}.example/"
-        elif name.endswith("_PATH"):
-            values[name] = str(directory / name.lower())
-        else:
-            values[name] = f"secret-{name.lower()}"
-    return values
-
-
-def load(text: str, directory: Path) -> dict[tuple[str, str], object]:
-    path = directory / "example.toml"
-    path.write_text(text)
-    tools = load_file(str(path), environ=environment(text, directory))
-    return {(tool.name, tool.contract_version): tool for tool in tools}
-
-
-def connector_of(text: str) -> str:
-    return re.search(r"^\[connectors\.([a-z0-9_-]+)\]", text, re.M).group(1)
-
-
-EXAMPLES = blocks("toml")
+from tests.connector_docs import DOC, EXAMPLES, ROOT, blocks, connector_of, load, python_block
 
 
 @pytest.fixture
@@ -125,10 +84,11 @@ def test_the_payment_example_dedupes_queries_proves_the_digest_and_refunds(tmp_p
     target, args = charge.compensation_call(
         receipt=receipt, args={"amount": 500, "currency": "eur"}
     )
-    assert tools[("payments.refund", "v1")].normalize(target=target, args=args) == (
-        "ch_3Nx",
-        {"amount": 500},
-    )
+    refund = tools[("payments.refund", "v1")]
+    assert refund.normalize(target=target, args=args) == ("ch_3Nx", {"amount": 500})
+    # Stripe cannot search refunds, as the page says: deduplicated by key, never queried.
+    assert (refund.dedupes_by_key, refund.queryable_by_key) == (True, False)
+    assert (charge.request.body_encoding, refund.request.body_encoding) == ("form", "form")
 
 
 def test_the_issue_example_says_what_having_no_idempotency_key_means(tmp_path):

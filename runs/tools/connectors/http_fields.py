@@ -159,15 +159,21 @@ def read_absent(fields: Fields) -> tuple[int, str | None, Any] | None:
     if table is None:
         return None
     status = table.integer("status", minimum=200)
-    pointer = table.string("pointer", None)
+    pointer = read_pointer(table, "pointer")
+    absent = (status, pointer, table.raw("equals", None))
+    table.done()
+    return absent
+
+
+def read_pointer(fields: Fields, name: str) -> str | None:
+    """An optional JSON pointer field ("/data/0"), checked."""
+    pointer = fields.string(name, None)
     if pointer is not None:
         try:
             check_pointer(pointer)
         except TemplateError as error:
-            raise table.error("pointer", str(error)) from error
-    absent = (status, pointer, table.raw("equals", None))
-    table.done()
-    return absent
+            raise fields.error(name, str(error)) from error
+    return pointer
 
 
 def read_required_types(fields: Fields) -> dict[str, type]:

@@ -11,8 +11,8 @@ string templates), body (a JSON template), idempotency_header (the header the AP
 deduplicates by, e.g. Stripe's Idempotency-Key; absent: the API does not deduplicate),
 receipt (templates over the answer, or bare JSON pointers such as "/id": id, status,
 version, and digest and key where the API echoes them back; without digest the receipt's
-proof is the key alone), status, query
-(path, params and absent {status, pointer, equals}: the request that finds the receipt
+proof is the key alone), status, query (path, params, absent {status, pointer, equals} and
+result, the pointer to the object in a list's answer: the request that finds the receipt
 stored under a key), read (path, params, require {pointer = type}, result template: the
 target's current state). A read_only tool's call is a GET whose answer makes the receipt.
 """
@@ -33,6 +33,7 @@ from runs.tools.connectors.http_fields import (
     Request,
     read_absent,
     read_limits,
+    read_pointer,
     read_receipt_templates,
     read_request,
     read_required_types,
@@ -155,10 +156,12 @@ class HttpTool(ConnectorTool):
         self.status = {**connection.status, **read_status_classes(fields)}
         self.receipt = read_receipt_templates(fields, spec)
         query = fields.table("query", None)
-        self.query_request = self.absent = None
+        self.query_request = self.absent = self.query_result = None
         if query is not None:
             self.query_request = read_request(query, spec, method="GET")
             self.absent = read_absent(query)
+            # Where the answer holds the object (a search answers a list: "/data/0").
+            self.query_result = read_pointer(query, "result")
             query.done()
         read = fields.table("read", None)
         self.read_request = None
@@ -251,6 +254,13 @@ class HttpTool(ConnectorTool):
             raise TransientError(f"the query for key {idempotency_key!r} found no such endpoint")
         self._raise_for_status(answer, write=False)
         document = read_json(answer)
+        if self.query_result is not None:
+            document = resolve_pointer(document, self.query_result)
+            if is_absent(document):
+                raise TransientError(
+                    f"malformed answer to the query for {idempotency_key!r}: "
+                    f"nothing at {self.query_result}"
+                )
         key_echo = self.receipt.get("key")
         try:
             receipt = self._build_receipt(
