@@ -35,10 +35,11 @@ def environment(text: str, directory: Path) -> dict[str, str]:
     return values
 
 
-def load(text: str, directory: Path) -> dict[tuple[str, str], object]:
+def load(text: str, directory: Path, **variables: str) -> dict[tuple[str, str], object]:
+    """The example's tools by (name, version); `variables` set some of its ${VAR}s."""
     path = directory / "example.toml"
     path.write_text(text)
-    tools = load_file(str(path), environ=environment(text, directory))
+    tools = load_file(str(path), environ={**environment(text, directory), **variables})
     return {(tool.name, tool.contract_version): tool for tool in tools}
 
 

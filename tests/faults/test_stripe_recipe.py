@@ -29,7 +29,7 @@ def stripe_charge(sandbox, tmp_path, monkeypatch):
     """payments.charge of the recipe, in this process and in the workers it starts."""
     monkeypatch.setenv("STRIPE_URL", sandbox + "stripe/")
     monkeypatch.setenv("STRIPE_SECRET_KEY", "sk_test_countersign")
-    tools = load(RECIPE.replace("${STRIPE_URL}", sandbox + "stripe/"), tmp_path)
+    tools = load(RECIPE, tmp_path, STRIPE_URL=sandbox + "stripe/")
     monkeypatch.setenv("COUNTERSIGN_CONNECTORS", str(tmp_path / "example.toml"))
     with contextlib.ExitStack() as stack:
         for tool in tools.values():

@@ -13,18 +13,24 @@ import pytest
 
 from runs.pages.presenters import ToolText
 from runs.tools.calls import ToolReceipt
+from runs.tools.testing import PASSED, ContractSuite, System
 from tests.connector_docs import DOC, EXAMPLES, ROOT, blocks, connector_of, load, python_block
+
+SANDBOX_DATABASES = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+PAGE_MODULES = ("journal_connector", "billing_connector")
 
 
 @pytest.fixture
-def journal_connector() -> Iterator[types.ModuleType]:
-    """The page's journal_connector.py, importable under its name."""
-    module = types.ModuleType("journal_connector")
-    code = compile(python_block("# journal_connector.py"), f"{DOC}:journal_connector", "exec")
-    exec(code, module.__dict__)
-    sys.modules["journal_connector"] = module
-    yield module
-    del sys.modules["journal_connector"]
+def page_modules() -> Iterator[dict[str, types.ModuleType]]:
+    """The page's python connector modules, importable under their names."""
+    modules = {}
+    for name in PAGE_MODULES:
+        module = types.ModuleType(name)
+        exec(compile(python_block(f"# {name}.py"), f"{DOC}:{name}", "exec"), module.__dict__)
+        sys.modules[name] = modules[name] = module
+    yield modules
+    for name in PAGE_MODULES:
+        del sys.modules[name]
 
 
 def test_the_page_shows_every_kind_of_example():
@@ -33,6 +39,7 @@ def test_the_page_shows_every_kind_of_example():
         "payments",
         "github",
         "journal",
+        "billing",
         "git",
         "mail",
         "tickets",
@@ -41,7 +48,7 @@ def test_the_page_shows_every_kind_of_example():
         assert f"\n## The {kind} kind\n" in DOC.read_text()
 
 
-@pytest.mark.usefixtures("journal_connector")
+@pytest.mark.usefixtures("page_modules")
 @pytest.mark.parametrize("text", EXAMPLES, ids=[connector_of(text) for text in EXAMPLES])
 def test_every_toml_example_loads(text, tmp_path):
     tools = load(text, tmp_path)
@@ -113,11 +120,11 @@ def test_the_version_example_defines_two_versions_of_one_tool(tmp_path):
 
 
 def test_the_journal_example_passes_the_contract_test_the_page_shows(
-    journal_connector, tmp_path, capsys
+    page_modules, tmp_path, capsys
 ):
     (journal,) = [text for text in EXAMPLES if connector_of(text) == "journal"]
     (tool,) = load(journal, tmp_path).values()
-    assert isinstance(tool, journal_connector.JournalEntry)
+    assert isinstance(tool, page_modules["journal_connector"].JournalEntry)
     source = python_block("# tests/test_journal_connector.py")
     namespace: dict = {}
     exec(compile(source, f"{DOC}:test_journal_connector", "exec"), namespace)
@@ -126,3 +133,22 @@ def test_the_journal_example_passes_the_contract_test_the_page_shows(
 
     claimed = re.search(r"print\(outcome\.line\(\)\)  # (.*) \(\.\.\.\)", source).group(1)
     assert capsys.readouterr().out.startswith(claimed + " (")
+
+
+@SANDBOX_DATABASES
+def test_the_http_python_example_keeps_its_contract_against_the_sandbox(
+    page_modules, sandbox_url, tmp_path
+):
+    (billing,) = [text for text in EXAMPLES if connector_of(text) == "billing"]
+    # BILLING_URL: the sandbox's JSON payment API, which deduplicates by Idempotency-Key.
+    (tool,) = load(billing, tmp_path, BILLING_URL=sandbox_url + "payments").values()
+    system = System(make_call=lambda: ("cus_42", {"amount_cents": 1250, "currency": "EUR"}))
+
+    outcome = ContractSuite(tool, system).run()
+
+    outcome.assert_passed()
+    assert {result.name for result in outcome.named(PASSED)} >= {
+        "execute_returns_a_receipt",
+        "same_call_twice_same_receipt",
+        "invalid_args_are_refused",
+    }
