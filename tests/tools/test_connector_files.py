@@ -9,6 +9,7 @@ from control.foundation.canonical import intent_digest
 from runs.tools.calls import ToolCall
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.connectors.files import load_files
+from runs.tools.errors import InvalidArguments
 from tests.registry import connector_tools
 
 GOOD_TOOL = """
@@ -194,6 +195,31 @@ def test_a_variable_inside_a_longer_text_stays_text(tmp_path):
     text = desk(connector='base_url = "https://desk.example/api"\nconcurrency = "${A}${B}"')
     message = refusal(tmp_path, text, environ={"A": "1", "B": "6"})
     assert "field 'concurrency': must be an integer >= 1" in message
+
+
+TAGGED_TOOL = GOOD_TOOL.replace(
+    'args_schema.properties = { note = { type = "string" } }',
+    'args_schema.properties = { tags = { type = "array", uniqueItems = true, '
+    'items = { type = "string", minLength = 1 } }, note = { type = "integer" } }',
+)
+
+
+def test_normalize_steps_spell_every_string_of_an_array(tmp_path):
+    text = desk(TAGGED_TOOL + 'normalize = { args = { tags = ["strip", "lower"] } }')
+    [tool] = connector_tools(tmp_path, text)
+
+    _, args = tool.normalize(target="t-1", args={"tags": [" Urgent", "billing "]})
+
+    assert args == {"tags": ["urgent", "billing"]}
+    # Spelled alike, two items are one: the normalized intent repeats an item, refused.
+    with pytest.raises(InvalidArguments, match=r"args\.tags\[1\] repeats args\.tags\[0\]"):
+        tool.normalize(target="t-1", args={"tags": ["Urgent", "urgent "]})
+
+
+def test_normalize_steps_are_refused_for_what_is_not_text(tmp_path):
+    text = desk(TAGGED_TOOL + 'normalize = { args = { note = ["strip"] } }')
+    message = refusal(tmp_path, text)
+    assert "field 'normalize.args.note': normalizes only a string argument" in message
 
 
 def test_only_http_and_smtp_connectors_send_calls_at_once(tmp_path):

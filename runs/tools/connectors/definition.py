@@ -187,12 +187,21 @@ def _normalizers(
     args_table = table.table("args", None)
     if args_table is not None:
         for name in list(args_table.data):
-            if args_schema.get("properties", {}).get(name, {}).get("type") != "string":
-                raise args_table.error(name, "normalizes only a string argument of args_schema")
+            if not _holds_strings(args_schema.get("properties", {}).get(name, {})):
+                raise args_table.error(
+                    name, "normalizes only a string argument of args_schema, or an array of them"
+                )
             args[name] = steps(args_table, name)
         args_table.done()
     table.done()
     return target, args
+
+
+def _holds_strings(schema: dict[str, Any]) -> bool:
+    """A string, or an array of strings: what the normalize steps spell."""
+    if schema.get("type") == "array":
+        schema = schema.get("items", {})
+    return schema.get("type") == "string"
 
 
 def _retry_policy(fields: Fields) -> RetryPolicy | None:

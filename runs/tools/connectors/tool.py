@@ -67,8 +67,13 @@ class ConnectorTool(Tool):
 
     def prepare_args(self, args: dict[str, Any]) -> dict[str, Any]:
         for name, steps in self.spec.normalize_args.items():
-            if isinstance(args.get(name), str):
-                args[name] = _normalized(args[name], steps)
+            value = args.get(name)
+            if isinstance(value, str):
+                args[name] = _normalized(value, steps)
+            elif isinstance(value, list):  # an array of strings: each item
+                args[name] = [
+                    _normalized(item, steps) if isinstance(item, str) else item for item in value
+                ]
         return args
 
     def definition(self) -> dict[str, Any]:
