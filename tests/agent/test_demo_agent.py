@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import signal
+import socket
 import threading
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
 from reconciliation.models import ReconciliationCase
@@ -194,3 +196,24 @@ def test_saga_scenario_refunds_the_charge_when_shipping_fails(tenant, workers, l
         "payment.refund",
     ]
     assert "Countersign compensates" in output
+
+
+def test_an_address_where_nothing_listens_is_said_as_such(tenant):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "demo_agent",
+            "--scenario",
+            "ticket",
+            "--url",
+            url,
+            "--tenant",
+            "agents",
+            stdout=io.StringIO(),
+        )
+
+    assert str(refused.value).startswith(f"nothing is listening at {url}: start Countersign")

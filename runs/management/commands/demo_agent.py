@@ -247,6 +247,11 @@ class Command(BaseCommand):
                 run = play_saga(agent, ship_fails=ship_fails)
         except client_errors.ActionNotDone as stopped:
             raise CommandError(f"{type(stopped).__name__}: {stopped}") from None
+        except client_errors.ConnectionFailed:
+            raise CommandError(
+                f"nothing is listening at {url}: start Countersign (make demo), or give its "
+                "address with --url"
+            ) from None
         except client_errors.CountersignError as error:
             raise CommandError(f"the API refused: {error}") from None
         self.stdout.write(self.style.SUCCESS(f"[{scenario}] done: run {run['phase']}"))
