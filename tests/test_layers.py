@@ -44,6 +44,10 @@ RECONCILIATION = "reconciliation imports nothing from sandbox or bench"
 SANDBOX = "sandbox imports none of our packages, only itself, Django and third parties"
 CLIENT = "the client (countersign_client) imports neither Django nor any of our apps"
 BENCH = "nothing outside bench imports bench"
+MIGRATIONS = (
+    "a migration imports no live code, only Django, third parties and the frozen modules of"
+    " migrations packages (what it installs must not change when the code does)"
+)
 NO_CYCLES = "no import cycles between our modules"
 
 
@@ -68,12 +72,13 @@ def _module_name(package: str, package_dir: Path, path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _source_files(root: Path) -> Iterable[tuple[Path, str]]:
+def _source_files(root: Path, migrations: bool) -> Iterable[tuple[Path, str]]:
+    """The modules of our packages, or (migrations=True) only those of migrations packages,
+    which have a rule of their own."""
     for package, folder in PACKAGE_DIRS.items():
         package_dir = root / folder
         for path in sorted(package_dir.rglob("*.py")):
-            # Migrations are generated and frozen in time; they import whatever the models did.
-            if "migrations" not in path.relative_to(package_dir).parts:
+            if ("migrations" in path.relative_to(package_dir).parts) == migrations:
                 yield path, _module_name(package, package_dir, path)
 
 
@@ -85,9 +90,9 @@ def _from_base(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
     return ".".join([*parts, node.module] if node.module else parts)
 
 
-def scan(root: Path) -> list[Import]:
+def scan(root: Path, migrations: bool = False) -> list[Import]:
     """Every import in our packages under `root`: one entry per module a statement names."""
-    files = list(_source_files(root))
+    files = list(_source_files(root, migrations))
     modules = {module for _, module in files}
     found = []
     for path, importer in files:
@@ -150,6 +155,14 @@ def client_violations(imports: Iterable[Import]) -> list[str]:
 
 def bench_violations(imports: Iterable[Import]) -> list[str]:
     return _breaking(imports, BENCH, set(OURS) - {"bench"}, "bench".__eq__)
+
+
+def migration_violations(imports: Iterable[Import]) -> list[str]:
+    return [
+        imp.breaks(MIGRATIONS)
+        for imp in imports
+        if _top(imp.imported) in OURS and "migrations" not in imp.imported.split(".")
+    ]
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -228,6 +241,10 @@ def test_no_modules_import_each_other_in_a_cycle(project_imports):
     _assert_none(cycle_violations(project_imports))
 
 
+def test_migrations_import_no_live_code():
+    _assert_none(migration_violations(scan(PROJECT_ROOT, migrations=True)))
+
+
 # One planted violation per rule, next to what must stay silent: the composition root importing
 # apps, bench importing runs, relative imports within a package, a migration importing bench.
 PLANTED_TREE = {
@@ -239,6 +256,9 @@ PLANTED_TREE = {
     "runs/a.py": "import runs.b\n",
     "runs/b.py": "def later():\n    from runs import a\n",
     "runs/migrations/0001_initial.py": "import bench.report\n",
+    "runs/migrations/0002_more.py": (
+        "from control.migrations._frozen import Counted\nfrom control.foundation import rollup\n"
+    ),
     "reconciliation/services.py": "from runs.models import Action\n",
     "reconciliation/views.py": "import sandbox.digest\n",
     "sandbox/digest.py": "",
@@ -274,6 +294,14 @@ def planted_imports(tmp_path) -> list[Import]:
 def test_the_checker_reports_exactly_the_planted_violation(planted_imports, check, expected):
     (violation,) = check(planted_imports)
     assert f"{expected} breaks: " in violation
+
+
+def test_a_planted_migration_that_imports_live_code_is_reported(tmp_path, planted_imports):
+    violations = migration_violations(scan(tmp_path, migrations=True))
+    assert [violation.partition(" breaks")[0] for violation in violations] == [
+        "runs/migrations/0001_initial.py:1: `import bench.report`",
+        "runs/migrations/0002_more.py:2: `from control.foundation import rollup`",
+    ]
 
 
 def test_the_planted_cycle_names_both_modules_and_the_deferred_import(planted_imports):

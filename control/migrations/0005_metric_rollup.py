@@ -4,7 +4,7 @@ and `countersign_rollup_rebuild()`, which recounts every counted table (PostgreS
 
 from django.db import migrations, models
 
-from control.foundation.rollup import REBUILD_FUNCTION
+from control.migrations._rollup_triggers import REBUILD_FUNCTION
 
 
 def _install_rebuild(apps, schema_editor) -> None:

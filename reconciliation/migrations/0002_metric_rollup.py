@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from control.foundation.rollup import Counted
+from control.migrations._rollup_triggers import Counted
 
 
 class Migration(migrations.Migration):

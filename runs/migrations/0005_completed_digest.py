@@ -8,9 +8,8 @@ checkpoint keeps verifying against the run until its next transition writes a v2
 
 import hashlib
 
+import rfc8785
 from django.db import migrations, models
-
-from control.foundation.canonical import canonical_json
 
 GENESIS = "sha256:" + "0" * 64
 
@@ -40,7 +39,7 @@ def chain_completed_work(apps, schema_editor):
                 "target_version": action.receipt.target_version,
             }
             count += 1
-            digest = "sha256:" + hashlib.sha256(digest.encode() + canonical_json(entry)).hexdigest()
+            digest = "sha256:" + hashlib.sha256(digest.encode() + rfc8785.dumps(entry)).hexdigest()
         Run.objects.filter(pk=run.pk).update(completed_count=count, completed_digest=digest)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from control.foundation.rollup import Counted, Fact
+from control.migrations._rollup_triggers import Counted, Fact
 
 BUCKETS = (10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
