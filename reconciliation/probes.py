@@ -24,9 +24,9 @@ from reconciliation.services import (
     RECONCILER,
     mark_resolved,
 )
-from runs.execution import protocol, recovery
 from runs.models import Action, Receipt
 from runs.selectors import tenant_tool
+from runs.services import protocol, recovery
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
 from runs.tools.retry import DEFAULT_POLICY

@@ -17,9 +17,9 @@ from control.foundation.tenancy import RECONCILER_ROLES, has_any_role
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import case_needs_four_eyes, policy_four_eyes
-from runs.execution import protocol, recovery, saga
 from runs.models import Action, Receipt
 from runs.selectors import tenant_tool
+from runs.services import protocol, recovery, saga
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
 

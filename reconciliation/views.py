@@ -26,10 +26,10 @@ from reconciliation.exceptions import InvalidTransition, NotAllowed, Reconciliat
 from reconciliation.forms import CaseFilterForm, ResolveForm
 from reconciliation.models import ReconciliationCase
 from runs.exceptions import RunsError
-from runs.execution.saga import COMPENSATION_PREFIX
 from runs.models import Attempt
 from runs.pages.presenters import ActionView, IntentText
 from runs.selectors import REASONS
+from runs.services.saga import COMPENSATION_PREFIX
 
 CASES = "reconciliation/case_list.html"
 CASE = "reconciliation/case_detail.html"

@@ -1,6 +1,6 @@
 """Logical action ids Countersign derives itself, and the one check that reserves them.
 
-A compensation is `undo-<id>` (runs.execution.saga), an edit or an ask-again `<base>~N`
+A compensation is `undo-<id>` (runs.services.saga), an edit or an ask-again `<base>~N`
 (runs.services.intents.derived_action_id). An agent may not propose either: it could
 pre-empt the id a derived intent needs (the saga or the edit then fails on an intent
 conflict) or dress its own write up as an undo or an operator's edit. Every edge that takes

@@ -3,7 +3,7 @@
 Every API POST runs in one transaction (control.api_kit.idempotency), and a query by key is
 external I/O, which never runs inside one. So a cancel asks first, outside it: each write of
 the token's run that waits to go again after an attempt is asked for by its key
-(runs.execution.recovery.ask_before_ending), and what the tool holds is recorded before the
+(runs.services.recovery.ask_before_ending), and what the tool holds is recorded before the
 cancel's report is written. The operation itself then refuses what it refuses (401, 404, 409)
 as before: this step changes nothing but what a query proved.
 """
@@ -17,9 +17,9 @@ from django.http import HttpRequest, HttpResponse
 
 from control.api_kit.limits import ApiLimited, limit_problem
 from control.api_kit.tokens import actor_of, rate_checked_token
-from runs.execution import recovery
 from runs.models import TERMINAL_PHASES
 from runs.selectors import run_by_id
+from runs.services import recovery
 
 
 def writes_asked_by_key_first(

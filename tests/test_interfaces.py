@@ -24,10 +24,9 @@ from django.utils.module_loading import import_string
 
 from control.foundation.counters import REDIS_COUNTERS
 from control.metrics import metrics_view
-from runs.execution import protocol
 from runs.execution.worker import settle_unknown
 from runs.models import OutboxMessage
-from runs.services import lease_claim
+from runs.services import lease_claim, protocol
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

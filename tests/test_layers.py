@@ -44,6 +44,11 @@ RECONCILIATION = "reconciliation imports nothing from sandbox or bench"
 SANDBOX = "sandbox imports none of our packages, only itself, Django and third parties"
 CLIENT = "the client (countersign_client) imports neither Django nor any of our apps"
 BENCH = "nothing outside bench imports bench"
+RUNS_ROOMS = (
+    ("runs.record", "runs.services", "runs.record (what a change writes) imports no service"),
+    ("runs.services", "runs.execution", "runs.services imports nothing of the worker (execution)"),
+    ("runs.pages", "runs.execution", "runs.pages imports nothing of the worker (execution)"),
+)
 MIGRATIONS = (
     "a migration imports no live code, only Django, third parties and the frozen modules of"
     " migrations packages (what it installs must not change when the code does)"
@@ -157,6 +162,19 @@ def bench_violations(imports: Iterable[Import]) -> list[str]:
     return _breaking(imports, BENCH, set(OURS) - {"bench"}, "bench".__eq__)
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def runs_room_violations(imports: Iterable[Import]) -> list[str]:
+    return [
+        imp.breaks(rule)
+        for importer, imported, rule in RUNS_ROOMS
+        for imp in imports
+        if _within(imp.importer, importer) and _within(imp.imported, imported)
+    ]
+
+
 def migration_violations(imports: Iterable[Import]) -> list[str]:
     return [
         imp.breaks(MIGRATIONS)
@@ -241,6 +259,10 @@ def test_no_modules_import_each_other_in_a_cycle(project_imports):
     _assert_none(cycle_violations(project_imports))
 
 
+def test_the_rooms_of_runs_import_only_downwards(project_imports):
+    _assert_none(runs_room_violations(project_imports))
+
+
 def test_migrations_import_no_live_code():
     _assert_none(migration_violations(scan(PROJECT_ROOT, migrations=True)))
 
@@ -254,6 +276,9 @@ PLANTED_TREE = {
     "runs/views.py": "from .models import Action\n",
     "runs/jobs.py": "from reconciliation.services import sweep\n",
     "runs/a.py": "import runs.b\n",
+    "runs/record/events.py": "from runs.services import approvals\n",
+    "runs/services/approvals.py": "from runs.execution import worker\n",
+    "runs/pages/inbox.py": "from runs.execution.worker import execute\n",
     "runs/b.py": "def later():\n    from runs import a\n",
     "runs/migrations/0001_initial.py": "import bench.report\n",
     "runs/migrations/0002_more.py": (
@@ -294,6 +319,14 @@ def planted_imports(tmp_path) -> list[Import]:
 def test_the_checker_reports_exactly_the_planted_violation(planted_imports, check, expected):
     (violation,) = check(planted_imports)
     assert f"{expected} breaks: " in violation
+
+
+def test_the_planted_imports_against_the_rooms_of_runs_are_reported(planted_imports):
+    assert [v.partition(" breaks")[0] for v in runs_room_violations(planted_imports)] == [
+        "runs/record/events.py:1: `from runs.services import approvals`",
+        "runs/services/approvals.py:1: `from runs.execution import worker`",
+        "runs/pages/inbox.py:1: `from runs.execution.worker import execute`",
+    ]
 
 
 def test_a_planted_migration_that_imports_live_code_is_reported(tmp_path, planted_imports):

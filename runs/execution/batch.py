@@ -7,7 +7,7 @@ grant checked against rows read once, and the Attempts inserted and the actions 
 for every receipt is one transaction too (`receipts_record`): one event per run appended by
 one compare-and-set UPDATE of all the runs, each charging its attempt to the budget, and each
 run's one checkpoint of the write, built from the rows in hand. Each step keeps exactly the
-single protocol's meaning (runs.execution.protocol): the same rows, events, checkpoints and
+single protocol's meaning (runs.services.protocol): the same rows, events, checkpoints and
 guards; only the number of statements and commits changes. When any guard of the batch finds
 a row moved (a run or an action changed since it was read), the whole transaction rolls back
 and the caller hands each action to the single protocol, which decides it as it always did.
@@ -23,12 +23,6 @@ from django.utils import timezone
 from control.foundation.clock import db_now
 from control.foundation.tenancy import roles_of_members
 from runs.exceptions import GrantMismatch, StaleState, UnsignedRows
-from runs.execution.protocol import (
-    attempts_finish,
-    budget_spent,
-    phase_after_action,
-    receipt_check,
-)
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.carry import build_state
 from runs.record.checkpoints import checkpoints_write, state_document
@@ -42,6 +36,12 @@ from runs.services import (
     leases_release,
     limit_reached,
     without,
+)
+from runs.services.protocol import (
+    attempts_finish,
+    budget_spent,
+    phase_after_action,
+    receipt_check,
 )
 from runs.tools.base import Tool
 from runs.tools.calls import ToolReceipt

@@ -29,7 +29,6 @@ from runs.exceptions import CheckpointError, ReceiptRefused, StaleState
 from runs.execution import batch
 from runs.execution.calls import fenced, guarded, send_all
 from runs.execution.faults import fault_point
-from runs.execution.saga import is_compensation
 from runs.execution.worker import (
     already_satisfied,
     claim_ready,
@@ -42,6 +41,7 @@ from runs.record.binding import intent_differences
 from runs.record.checkpoints import checkpoint_verify
 from runs.record.events import LeaseToken
 from runs.selectors import connectors_enabled_for
+from runs.services.saga import is_compensation
 from runs.tools import errors as tool_errors
 from runs.tools.base import Tool
 from runs.tools.registry import get_tool

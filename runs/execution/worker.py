@@ -1,6 +1,6 @@
 """The worker's side of the protocol: claim, verify, send, record; and recovery.
 
-Between the transactional steps of runs.execution.protocol sit the checks and the one external call:
+Between the transactional steps of runs.services.protocol sit the checks and the one external call:
 claim the run's lease -> verify the checkpoint -> grant check + Attempt(sending) -> check the
 lease again -> call the tool with the intent's key -> record the outcome. An action found
 `in_flight` (a worker died mid-call) is settled by querying the tool by the same key first.
@@ -22,7 +22,6 @@ from django.db.models.functions import Now
 from control.foundation.canonical import canonical_json, content_hash
 from control.foundation.counters import count_event
 from runs.exceptions import CheckpointError, LeaseLost
-from runs.execution import protocol, recovery
 from runs.execution.faults import fault_point
 from runs.execution.heartbeat import lease_kept
 from runs.models import Action, Attempt, Receipt, Run
@@ -34,7 +33,14 @@ from runs.record.checkpoints import (
 from runs.record.direct_sql import compiled_rows
 from runs.record.events import LeaseToken, check_lease
 from runs.selectors import orphaned_actions, ready_actions, tenant_tool
-from runs.services import lease_release, leases_claim, run_stop, run_stop_unsigned
+from runs.services import (
+    lease_release,
+    leases_claim,
+    protocol,
+    recovery,
+    run_stop,
+    run_stop_unsigned,
+)
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolCall, ToolReceipt
 from runs.tools.registry import get_tool

@@ -20,7 +20,6 @@ from control.web.pages import (
 )
 from runs import selectors
 from runs.exceptions import RunsError
-from runs.execution import recovery
 from runs.models import TERMINAL_PHASES, Run
 from runs.pages.forms import (
     CancelForm,
@@ -28,6 +27,7 @@ from runs.pages.forms import (
     RunFilterForm,
 )
 from runs.pages.presenters import ActionView, EventView, verified_checkpoints
+from runs.services import recovery
 
 RUNS = "runs/run_list.html"
 RUN = "runs/run_detail.html"

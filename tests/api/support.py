@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 
 from reconciliation.services import case_open
-from runs.execution import protocol, recovery
 from runs.models import Action
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, protocol, recovery
 from runs.tools.calls import ToolReceipt
 
 WORKER = "tests-worker"

@@ -9,8 +9,7 @@ import pytest
 import requests
 from django.db import connection
 
-from runs.execution import recovery
-from runs.services import approval_decide
+from runs.services import approval_decide, recovery
 from tests.api.conftest import assert_problem, make_token
 from tests.api.support import make_uncertain_with_case
 from tests.factories import approve, make_action, make_run, make_tenant, make_user, reject

@@ -11,9 +11,8 @@ from django.test import RequestFactory
 
 from control.foundation.counters import REDIS_COUNTERS, count_event
 from control.metrics import metrics_view
-from runs.execution import protocol
 from runs.execution.worker import settle_unknown
-from runs.services import lease_claim
+from runs.services import lease_claim, protocol
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

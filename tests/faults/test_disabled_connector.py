@@ -10,9 +10,8 @@ from reconciliation.exceptions import ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import case_resolve, open_missing_cases
-from runs.execution import protocol
 from runs.execution.worker import process_action
-from runs.services import connectors_disable, lease_claim
+from runs.services import connectors_disable, lease_claim, protocol
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

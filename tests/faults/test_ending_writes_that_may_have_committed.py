@@ -13,11 +13,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from control.models import AuditEntry
-from runs.execution import protocol, recovery
 from runs.execution.worker import send
 from runs.models import Action
 from runs.record.verification import run_verify
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, protocol, recovery
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
 from sandbox.models import Effect

@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from reconciliation.models import ReconciliationCase
 from reconciliation.probes import case_probe
-from runs.execution.recovery import QUERY_ATTEMPTS
 from runs.models import Action
+from runs.services.recovery import QUERY_ATTEMPTS
 from tests.api.conftest import ApiClient, make_token
 from tests.crashing import INTERNAL_URL, TOKEN
 from tests.factories import approve, make_action, make_run, make_tenant, make_user

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from runs.execution import recovery
 from runs.models import Action
+from runs.services import recovery
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.processes import settled

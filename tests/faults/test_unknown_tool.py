@@ -11,10 +11,9 @@ from reconciliation.exceptions import ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import case_resolve, open_missing_cases
-from runs.execution import protocol, recovery
 from runs.execution.worker import process_action
 from runs.models import Action
-from runs.services import lease_claim
+from runs.services import lease_claim, protocol, recovery
 from runs.tools.registry import unregister_tool
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user

@@ -7,9 +7,8 @@ import pytest
 from django.urls import reverse
 
 from control.models import AuditEntry
-from runs.execution import protocol
 from runs.models import Action
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, protocol
 from tests.factories import approve, make_action, make_run, make_user
 from tests.pages.conftest import HTMX, client_for, flashed
 

@@ -6,9 +6,8 @@ import hashlib
 
 from control.models import Tenant
 from reconciliation.services import case_open
-from runs.execution import protocol, recovery
 from runs.models import Action, Receipt
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, protocol, recovery
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run
 from tests.tampering import as_database_owner

@@ -9,9 +9,8 @@ from reconciliation.exceptions import NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
 from reconciliation.probes import case_probe
 from reconciliation.services import PROBE_DELAYS, case_open, case_resolve
-from runs.execution import protocol, recovery
 from runs.models import Action
-from runs.services import lease_claim, lease_release, run_cancel
+from runs.services import lease_claim, lease_release, protocol, recovery, run_cancel
 from sandbox.models import Effect
 from tests.factories import (
     approve,

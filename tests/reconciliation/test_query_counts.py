@@ -13,9 +13,8 @@ from reconciliation import selectors
 from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import ATTEMPTS_SHOWN, PAGE_SIZE
 from reconciliation.services import case_resolve
-from runs.execution import protocol
 from runs.models import Action, Run
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, protocol
 from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.pages.conftest import client_for
 from tests.reconciliation.test_cases import make_uncertain, probe_until_settled

@@ -16,9 +16,8 @@ from control.models import AuditEntry
 from reconciliation import selectors
 from reconciliation.models import ReconciliationCase
 from reconciliation.services import case_open, case_resolve
-from runs.execution import protocol, recovery
 from runs.models import Action
-from runs.services import lease_claim, lease_release
+from runs.services import lease_claim, lease_release, protocol, recovery
 from runs.tools.calls import ToolReceipt
 from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.pages.conftest import HTMX, client_for, flashed

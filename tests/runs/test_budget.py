@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from runs.exceptions import InvalidTransition
-from runs.execution import protocol
 from runs.execution.worker import settle_unknown
 from runs.models import Action, Attempt, Run
 from runs.record.verification import run_verify
-from runs.services import lease_claim
+from runs.services import lease_claim, protocol
 from runs.tools.retry import DEFAULT_POLICY
 from tests.api.support import execute_with_receipt
 from tests.factories import approve, make_action, make_run, make_tenant, make_user

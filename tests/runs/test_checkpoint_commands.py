@@ -9,10 +9,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from control.models import AuditEntry
-from runs.execution import protocol
 from runs.models import Action, Run
 from runs.record.verification import run_verify
-from runs.services import PlanItem, lease_claim, plan_propose
+from runs.services import PlanItem, lease_claim, plan_propose, protocol
 from tests.api.support import execute_with_receipt
 from tests.factories import (
     approve,

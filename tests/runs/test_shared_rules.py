@@ -16,10 +16,11 @@ import pytest
 from django.utils import timezone
 
 from runs.exceptions import ReceiptRefused
-from runs.execution import batch, protocol
+from runs.execution import batch
 from runs.execution.drain import process_claims
 from runs.execution.worker import claim_ready
 from runs.models import Action, Attempt, Receipt, Run
+from runs.services import protocol
 from runs.tools.calls import ToolReceipt
 from tests.runs.test_batch import approved_noops, batch_steps
 

@@ -39,7 +39,7 @@ from reconciliation.models import ReconciliationCase
 from reconciliation.probes import probe_due_cases
 from reconciliation.services import case_resolve, open_missing_cases
 from runs.exceptions import GrantMismatch, LeaseLost, StaleState
-from runs.execution import protocol, recovery, worker
+from runs.execution import worker
 from runs.execution.drain import drain
 from runs.execution.faults import FAULT_POINTS
 from runs.execution.sweep import sweep_once
@@ -53,6 +53,8 @@ from runs.services import (
     lease_release,
     lease_renew,
     observation_record,
+    protocol,
+    recovery,
     run_cancel,
     run_start,
 )

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from runs.execution import protocol, recovery
 from runs.execution.worker import settle_unknown
 from runs.models import Action
 from runs.selectors import orphaned_actions
-from runs.services import lease_claim
+from runs.services import lease_claim, protocol, recovery
 from runs.tools.retry import DEFAULT_POLICY
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

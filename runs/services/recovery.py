@@ -2,7 +2,7 @@
 by key (backing off), send again under the same key only where that is safe, or hand the action
 to a person (uncertain); a person's abandon; and an operator's "retry now (same key)" or "give
 up" for a write that outlasted its retry window. Each is one transaction, like
-runs.execution.protocol.
+runs.services.protocol.
 """
 
 from __future__ import annotations
@@ -17,14 +17,6 @@ from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
 from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import InvalidArguments, NotAllowed, StaleState
-from runs.execution import saga
-from runs.execution.protocol import (
-    action_not_resent,
-    attempts_finish,
-    budget_spent,
-    load_action,
-    receipt_record,
-)
 from runs.models import TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.events import LeaseToken, append_event
 from runs.record.outbox import EXECUTE_JOB, OPEN_CASE_JOB
@@ -33,6 +25,14 @@ from runs.services import (
     checkpoint_or_stop,
     outbox_write,
     run_cancel,
+    saga,
+)
+from runs.services.protocol import (
+    action_not_resent,
+    attempts_finish,
+    budget_spent,
+    load_action,
+    receipt_record,
 )
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt

@@ -16,7 +16,6 @@ from django.utils import timezone
 from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
 from runs.exceptions import GrantMismatch, ReceiptRefused
-from runs.execution import saga
 from runs.models import OPEN_ACTION_STATUSES, TERMINAL_PHASES, Action, Attempt, Receipt, Run
 from runs.record.completed import action_entry
 from runs.record.events import LeaseToken, append_event, runs_hold
@@ -29,6 +28,7 @@ from runs.services import (
     lease_renew,
     outbox_write,
     run_enforce_limits,
+    saga,
     without,
 )
 from runs.tools.calls import ToolReceipt
