@@ -22,10 +22,10 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from runs import notifications
 from runs.exceptions import RunsError
 from runs.execution.sweep_steps import STEPS
-from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Plan, Run
+from runs.models import TERMINAL_PHASES, Action, OutboxMessage, Plan, Run, notify_kinds
+from runs.notify.delivery import requeue_lost
 from runs.record.outbox import drain_ensure_queued, relay
 from runs.selectors import any_action_due, escalations_due, idle_mcp_runs
 from runs.services import (
@@ -68,7 +68,7 @@ def sweep_once() -> SweepReport:
     report.escalated = step("escalate", lambda: _escalate(report))
     report.stopped = step("deadline", lambda: _stop_late_runs(report))
     report.idled = step("idle", lambda: _end_idle_mcp_runs(report))
-    step("requeue notifications", notifications.requeue_lost)
+    step("requeue notifications", requeue_lost)
     report.relayed = step("relay", lambda: relay(OutboxMessage.objects.all()))
     report.drains_enqueued = step("drain", lambda: _enqueue_drains() if any_action_due() else 0)
     return report
@@ -92,7 +92,7 @@ def _warn_expiring(report: SweepReport) -> int:
     warning = timedelta(seconds=settings.COUNTERSIGN_APPROVAL_WARNING_SECONDS)
     soon = Action.objects.filter(
         ONE_PER_REQUEST, status=Action.Status.WAITING_APPROVAL, expires_at__lte=Now() + warning
-    ).exclude(outboxmessage__payload__kind=notifications.EXPIRING)
+    ).exclude(outboxmessage__payload__kind=notify_kinds.EXPIRING)
     return _each(
         report, "warn", soon.select_related("run"), lambda a: approval_warn_expiring(action=a)
     )

@@ -7,7 +7,6 @@ from django.db import transaction
 from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
 from control.foundation.tenancy import APPROVER_ROLES, has_any_role, roles_of_members
-from runs import notifications
 from runs.exceptions import (
     GrantMismatch,
     InvalidArguments,
@@ -20,6 +19,7 @@ from runs.models import (
     OutboxMessage,
     Run,
     RunEvent,
+    notify_kinds,
 )
 from runs.record.authored import authored
 from runs.record.events import append_event
@@ -220,7 +220,7 @@ def approval_expire(*, action: Action) -> bool:
     if action.status != Status.WAITING_APPROVAL or action.expires_at > db_now():
         return False
     action_set_status(action, expected={Status.WAITING_APPROVAL}, status=Status.EXPIRED)
-    notify_approvers(run, action, kind=notifications.EXPIRED)
+    notify_approvers(run, action, kind=notify_kinds.EXPIRED)
     append_event(
         run,
         type="action.expired",
@@ -238,9 +238,9 @@ def approval_expire(*, action: Action) -> bool:
 def approval_warn_expiring(*, action: Action) -> bool:
     """Once per request: tells operators it is about to expire. True when it wrote."""
     already = OutboxMessage.objects.filter(
-        action=action, job=NOTIFY_JOB, payload__kind=notifications.EXPIRING
+        action=action, job=NOTIFY_JOB, payload__kind=notify_kinds.EXPIRING
     ).exists()
     if already or action.status != Status.WAITING_APPROVAL:
         return False
-    notify_approvers(action.run, action, kind=notifications.EXPIRING)
+    notify_approvers(action.run, action, kind=notify_kinds.EXPIRING)
     return True

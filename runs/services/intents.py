@@ -10,7 +10,6 @@ from control.foundation.audit import audit_record
 from control.foundation.canonical import idempotency_key, intent_digest
 from control.foundation.clock import db_now
 from control.foundation.tenancy import APPROVER_ROLES, has_any_role
-from runs import notifications
 from runs.action_ids import reserved_action_id_refusal
 from runs.exceptions import (
     GrantMismatch,
@@ -25,6 +24,7 @@ from runs.models import (
     Approval,
     Observation,
     Run,
+    notify_kinds,
 )
 from runs.record.authored import authored
 from runs.record.events import append_event
@@ -238,7 +238,7 @@ def _action_freeze(
         )
         is None
     ):
-        notify_approvers(run, action, kind=notifications.REQUESTED)
+        notify_approvers(run, action, kind=notify_kinds.REQUESTED)
     checkpoint_or_stop(run)
     return action
 

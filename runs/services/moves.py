@@ -14,9 +14,8 @@ from django.db import transaction
 from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
 from control.models import Tenant
-from runs import notifications
 from runs.exceptions import InvalidArguments, InvalidTransition
-from runs.models import TERMINAL_PHASES, Action, Lease, Observation, Run
+from runs.models import TERMINAL_PHASES, Action, Lease, Observation, Run, notify_kinds
 from runs.record.authored import authored
 from runs.record.checkpoints import latest_verified
 from runs.record.events import append_event
@@ -120,7 +119,7 @@ def run_restore(*, state: dict, actor: str, plan_items: list[dict] | None = None
         _restore_plan(run, pending, plan_items)
     elif pending is not None:
         restored = _restore_pending_action(run, pending)
-        notify_approvers(run, restored, kind=notifications.REQUESTED)
+        notify_approvers(run, restored, kind=notify_kinds.REQUESTED)
     checkpoint_or_stop(run)
     audit_record(
         actor=actor,

@@ -9,10 +9,9 @@ from django.db import IntegrityError, transaction
 
 from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
-from runs import notifications
 from runs.decision_links import LinkClaims
 from runs.exceptions import GrantMismatch, LinkUsed, NotAllowed
-from runs.models import Action, DecisionLinkUse, Escalation, Plan, ToolPolicy
+from runs.models import Action, DecisionLinkUse, Escalation, Plan, ToolPolicy, notify_kinds
 from runs.record.signed_rows import POLICY_ROWS
 from runs.selectors import verified_policies
 from runs.services.approvals import approval_decide
@@ -48,7 +47,7 @@ def approval_escalate(*, action: Action) -> bool:
             )
     except IntegrityError:
         return False  # another sweeper escalated it first
-    notify_approvers(action.run, action, kind=notifications.ESCALATED)
+    notify_approvers(action.run, action, kind=notify_kinds.ESCALATED)
     return True
 
 

@@ -28,7 +28,6 @@ from control.foundation.audit import audit_record
 from control.foundation.canonical import canonical_json, content_hash, idempotency_key
 from control.foundation.clock import db_now
 from control.foundation.tenancy import APPROVER_ROLES, has_any_role
-from runs import notifications
 from runs.exceptions import (
     GrantMismatch,
     IntentConflict,
@@ -38,7 +37,7 @@ from runs.exceptions import (
     StaleState,
 )
 from runs.limits import waiting_cap_check
-from runs.models import Action, Approval, Observation, Plan, Run
+from runs.models import Action, Approval, Observation, Plan, Run, notify_kinds
 from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
@@ -182,7 +181,7 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
             "pending_work": [*ids, *(w for w in run.pending_work if w not in set(ids))],
         },
     )
-    notify_approvers(run, items[0], kind=notifications.REQUESTED)
+    notify_approvers(run, items[0], kind=notify_kinds.REQUESTED)
     checkpoint_or_stop(run)
     return plan
 
@@ -407,7 +406,7 @@ def plan_expire(*, plan: Plan) -> bool:
         payload={"plan": str(plan.pk)},
         changes={"phase": Phase.RUNNING, "pending_work": _without_items(run, items)},
     )
-    notify_approvers(run, items[0], kind=notifications.EXPIRED)
+    notify_approvers(run, items[0], kind=notify_kinds.EXPIRED)
     checkpoint_or_stop(run)
     return True
 

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from control.models import AuditEntry
 from runs.models import Action, Approval, DecisionLinkUse
-from runs.notifications import REQUESTED, approval_notify
+from runs.models.notify_kinds import REQUESTED
+from runs.notifications import approval_notify
 from runs.services import action_edit_and_approve, tool_policy_set
 from tests.factories import make_user
 from tests.pages.conftest import binding, client_for, make_waiting

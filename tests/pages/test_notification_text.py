@@ -8,7 +8,9 @@ import re
 import pytest
 from django.test import override_settings
 
-from runs.notifications import AGENT_TEXT_HEADING, AGENT_TEXT_LIMIT, REQUESTED, approval_notify
+from runs.models.notify_kinds import REQUESTED
+from runs.notifications import approval_notify
+from runs.notify.mail import AGENT_TEXT_HEADING, AGENT_TEXT_LIMIT
 from tests.factories import make_action, make_observation, make_run, make_user
 from tests.smtp import Mailbox, smtp_server
 

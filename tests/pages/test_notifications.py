@@ -16,17 +16,10 @@ from django.utils import timezone
 
 from runs.execution.sweep import sweep_once
 from runs.models import OutboxMessage
-from runs.notifications import (
-    EXPIRED,
-    EXPIRING,
-    LOST_AFTER,
-    NOTIFY_ATTEMPTS,
-    REQUESTED,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    approval_notify,
-    webhook_verify,
-)
+from runs.models.notify_kinds import EXPIRED, EXPIRING, REQUESTED
+from runs.notifications import approval_notify
+from runs.notify.delivery import LOST_AFTER, NOTIFY_ATTEMPTS
+from runs.notify.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, webhook_verify
 from runs.record.outbox import NOTIFY_JOB, relay
 from runs.services import approval_expire, approval_warn_expiring, tool_policy_set
 from tests.factories import approve, make_action, make_run, make_user

@@ -10,7 +10,8 @@ import pytest
 
 from control.models import AuditEntry
 from runs.models import Approval, DecisionLinkUse, Plan
-from runs.notifications import REQUESTED, approval_notify
+from runs.models.notify_kinds import REQUESTED
+from runs.notifications import approval_notify
 from runs.services import PlanItem, plan_propose, plan_revise
 from tests.factories import make_observation, make_run, make_user
 from tests.pages.conftest import client_for

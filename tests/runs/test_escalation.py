@@ -15,7 +15,8 @@ from django.db import connection
 
 from runs.execution.sweep import sweep_once
 from runs.models import Escalation, OutboxMessage
-from runs.notifications import ESCALATED, approval_notify
+from runs.models.notify_kinds import ESCALATED
+from runs.notifications import approval_notify
 from runs.services import approval_escalate, tool_policy_set
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 

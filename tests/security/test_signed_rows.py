@@ -23,7 +23,7 @@ from django.utils import timezone
 from control.models import AuditEntry, Membership
 from runs.exceptions import NotAllowed
 from runs.models import Action, OutboxMessage, RunEvent, StandingGrant, ToolPolicy
-from runs.notifications import escalation_contacts
+from runs.notify.recipients import escalation_contacts
 from runs.record.outbox import EXECUTE_JOB
 from runs.selectors import policy_for
 from runs.services import (
