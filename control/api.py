@@ -31,8 +31,8 @@ from control.api_kit.problems import (
 from control.api_kit.tokens import TokenAuth
 from control.exceptions import ControlError
 from runs import limits
+from runs.api import plans_router
 from runs.api import router as runs_router
-from runs.api_plans import router as plans_router
 from runs.exceptions import RunsError
 
 DESCRIPTION = f"""\

@@ -1,7 +1,7 @@
 """Size limits of what an agent hands us to keep: a run's goal, plan and versions, and an
 observation's summary (README and SECURITY.md, "Agent API limits").
 
-Defined once here; the API's schemas document them (runs.schemas) and every path that stores
+Defined once here; the API's schemas document them (runs.api.schemas) and every path that stores
 agent-supplied text (the REST API, the MCP gateway's countersign_start_run and its calls)
 refuses through `agent_data_check`, before anything is written. Each of these ends up in the
 run's events, its checkpoints and on every approver's page, so a body that fits the

@@ -47,6 +47,7 @@ def load_demo_script():
 
 
 demo = load_demo_script()
+welcome = importlib.import_module("demo_welcome")  # what the demo prints, beside it
 
 
 def unused_port() -> int:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from pydantic import ValidationError
 
 from control.api_kit.limits import long_poll_slot
 from control.foundation.canonical import intent_digest
+from runs.agent_fields import McpCallIn
 from runs.exceptions import InvalidArguments, InvalidTransition, RunsError
 from runs.gateway.outcomes import outcome
 from runs.gateway.sessions import Caller, agent_locked, session_run, session_start_run
 from runs.models import Run
-from runs.schemas import McpCallIn
 from runs.selectors import (
     action_with_decisions,
     agent_write,
@@ -75,7 +75,7 @@ def call_tool(caller: Caller, entry: dict[str, Any], arguments: dict[str, Any]) 
 
 def _call_arguments(arguments: dict[str, Any]) -> McpCallIn:
     """The call's target, args and action_id under the REST API's rules for the same fields
-    (runs.schemas.McpCallIn): lengths, the id's pattern, reserved ids, strict types."""
+    (runs.agent_fields.McpCallIn): lengths, the id's pattern, reserved ids, strict types."""
     try:
         return McpCallIn.model_validate(arguments)
     except InvalidArguments as error:
@@ -161,8 +161,6 @@ def _propose(caller: Caller, tool, target: str, args: dict, action_id: str, dige
         )
     except InvalidTransition as error:
         raise Refused(_why_not(run, error)) from None
-    except IntegrityError:
-        raise Refused("another call on this session's run won a race; call again") from None
     except (RunsError, ValueError) as error:
         raise Refused(str(error)) from None
     return outcome(_loaded(caller, action.pk), base_url=caller.base_url)

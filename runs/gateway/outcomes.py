@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.api import receipt_body
+from runs.agent_fields import receipt_body
 from runs.models import Action
 from runs.selectors import latest_case
 from runs.tools.registry import redacted_error

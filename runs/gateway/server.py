@@ -21,11 +21,11 @@ from asgiref.sync import sync_to_async
 from mcp.server.lowlevel import Server
 
 from control.api_kit.limits import ApiLimited
+from runs.agent_fields import ACTION_ID_PATTERN
 from runs.gateway import calls
 from runs.gateway.outcomes import OUTCOME_SCHEMA
 from runs.gateway.sessions import Caller, session_seen
 from runs.limits import GOAL_MAX_CHARS
-from runs.schemas import ACTION_ID_PATTERN
 
 logger = logging.getLogger(__name__)
 SERVER_NAME = "countersign"

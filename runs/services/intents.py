@@ -17,6 +17,7 @@ from runs.exceptions import (
     InvalidArguments,
     InvalidTransition,
     NotAllowed,
+    StaleState,
 )
 from runs.limits import waiting_cap_check
 from runs.models import (
@@ -106,10 +107,11 @@ def action_propose(
                 capped=not derived and supersedes is None,
             ), True
     except IntegrityError:
-        # A concurrent proposal of the same logical action won the unique constraint.
+        # A concurrent proposal on this run won a unique constraint: the same logical action
+        # (this intent, or a conflict) or another write (the run's one open write).
         existing = _frozen_as(run, action_id=action_id, digest=digest)
         if existing is None:
-            raise
+            raise StaleState("another proposal on this run won the race; propose again") from None
         return existing, False
 
 

@@ -19,7 +19,7 @@ from control.services import api_token_create, api_token_revoke
 from runs.models import McpSession
 from tests.factories import make_tenant, make_user
 from tests.mcp_client import over_http
-from tests.test_front_door import load_demo_script
+from tests.test_front_door import welcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,7 +113,7 @@ def test_the_readmes_desktop_configuration_is_what_the_demo_prints():
     """The front door's snippet and the demo's printed one have the same shape."""
     root = Path(__file__).resolve().parents[2]
     (snippet,) = re.findall(r"```json\n(.*?)```", (root / "README.md").read_text(), re.DOTALL)
-    printed = json.loads(load_demo_script().mcp_client_config(8000, "cs_..."))
+    printed = json.loads(welcome.mcp_client_config(8000, "cs_..."))
 
     documented = json.loads(snippet)["mcpServers"]["countersign"]
     assert documented["args"] == printed["mcpServers"]["countersign"]["args"]

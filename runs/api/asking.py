@@ -1,4 +1,4 @@
-"""Asking tools by key before a POST's transaction (used by runs.api's cancel).
+"""Asking tools by key before a POST's transaction (used by the cancel, runs.api.runs).
 
 Every API POST runs in one transaction (control.api_kit.idempotency), and a query by key is
 external I/O, which never runs inside one. So a cancel asks first, outside it: each write of

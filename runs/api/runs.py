@@ -7,214 +7,30 @@ changes state only through runs.services. POSTs run under control.api_kit.idempo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
-from django.db import IntegrityError
 from django.http import HttpRequest
-from django.utils.crypto import salted_hmac
-from ninja import Field, Path, Query, Router, Status
-from ninja.decorators import decorate_view
+from ninja import Field, Path, Query, Status
 
-from control.api_kit.idempotency import idempotent_post
 from control.api_kit.limits import long_poll_slot
-from control.api_kit.parsing import declared_query_only
 from control.api_kit.problems import problems
 from control.api_kit.tokens import actor_of
-from runs import schemas
-from runs.api_asking import writes_asked_by_key_first
-from runs.exceptions import CheckpointError, InvalidArguments, NotFound, StaleState
+from runs.api import schemas
+from runs.api.asking import writes_asked_by_key_first
+from runs.api.bodies import action_body, approver_ref, run_body
+from runs.api.routing import action_or_404, get, observation_or_422, post, run_or_404
+from runs.exceptions import CheckpointError, InvalidArguments, NotFound
 from runs.limits import agent_data_check
 from runs.models import Action, Run
 from runs.record.checkpoints import checkpoint_verify, latest_checkpoint
 from runs.selectors import (
     action_frozen_under,
-    action_with_decisions,
     completed_action_ids,
-    latest_case,
-    observation_of_run,
-    run_by_id,
     runs_newest_first,
     tool_catalog,
 )
 from runs.services import action_propose, observation_record, run_cancel, run_complete, run_start
-from runs.tools.registry import redacted_error
 from runs.waiting import WAITED_ON_STATUSES, status_after_waiting
-
-router = Router(tags=["runs"])
-
-CASE_PAGE = "/reconciliation/{case_id}/"
-
-
-def get(path: str, **options: Any):
-    """router.get refusing query parameters the view does not declare."""
-
-    def register(view):
-        return router.get(path, **options)(decorate_view(declared_query_only)(view))
-
-    return register
-
-
-def post(path: str, *, on: Router = router, first: Callable | None = None, **options: Any):
-    """router.post under the API's POST rules: no query parameters, one transaction, and
-    Idempotency-Key. `on`: another app module's router (runs.api_plans). `first`: a step
-    that runs before all of that, outside the transaction (runs.api_asking)."""
-
-    def register(view):
-        steps = (declared_query_only, idempotent_post, *([first] if first else []))
-        decorated = decorate_view(*steps)(view)
-        return on.post(path, **options)(decorated)
-
-    return register
-
-
-# Reads (selector-level: each owns its joins).
-
-
-def run_or_404(request: HttpRequest, run_id: str) -> Run:
-    run = run_by_id(run_id, tenant=request.auth.tenant)
-    if run is None:
-        raise NotFound(f"no run {run_id} here")
-    return run
-
-
-def _action_or_404(request: HttpRequest, action_pk: str) -> Action:
-    action = action_with_decisions(action_pk, tenant=request.auth.tenant)
-    if action is None:
-        raise NotFound(f"no action {action_pk} here")
-    return action
-
-
-# Response bodies.
-
-
-def run_body(run: Run, completed_work: list[str] | None = None) -> dict[str, Any]:
-    """The run as the API shows it; `completed_work` when the caller read it for a page."""
-    if completed_work is None:
-        completed_work = completed_action_ids([run])[run.pk]
-    return {
-        "id": run.id,
-        "goal": run.goal,
-        "phase": run.phase,
-        "state_version": run.state_version,
-        "last_event_seq": run.last_event_seq,
-        "plan": run.plan,
-        "completed_work": completed_work,
-        "completed": {"count": run.completed_count, "digest": run.completed_digest},
-        "pending_work": run.pending_work,
-        "budget": {"limit": run.budget_limit, "used": run.budget_used},
-        "deadline": run.deadline,
-        "versions": run.versions,
-        "next_eligible_at": run.next_eligible_at,
-        "retry_count": run.retry_count,
-        "stop_reason": run.stop_reason,
-        "evidence": run.evidence,
-        "created_by": run.created_by,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
-    }
-
-
-def approver_ref(*, tenant_id, user_id) -> str:
-    """Who decided, as an agent may see it: stable per person within a tenant (so an agent
-    can tell two approvals by one operator from two operators), never the username, and not
-    linkable across tenants. Keyed by DJANGO_SECRET_KEY: rotating it renames every approver."""
-    digest = salted_hmac(
-        "countersign.api.approver", f"{tenant_id}:{user_id}", algorithm="sha256"
-    ).hexdigest()
-    return f"approver-{digest[:16]}"
-
-
-def _decision(action: Action) -> dict[str, Any] | None:
-    if not action.needs_approval:
-        return {"outcome": "not_required", "reason": "", "decided_at": None, "approvals": []}
-    approvals = sorted(action.approvals.all(), key=lambda approval: approval.created_at)
-    shown = [
-        {
-            "decision": approval.decision,
-            "approver": approver_ref(tenant_id=action.tenant_id, user_id=approval.approver_id),
-            "reason": approval.reason,
-            "created_at": approval.created_at,
-            "rule": approval.rule.name if approval.rule_id else None,
-        }
-        for approval in approvals
-    ]
-    rejections = [approval for approval in approvals if approval.decision == "reject"]
-    if rejections:
-        return {
-            "outcome": "reject",
-            "reason": action.decision_reason or rejections[0].reason,
-            "decided_at": rejections[0].created_at,
-            "approvals": shown,
-        }
-    if approvals and action.status != Action.Status.WAITING_APPROVAL:
-        return {
-            "outcome": "approve",
-            "reason": approvals[-1].reason,
-            "decided_at": approvals[-1].created_at,
-            "approvals": shown,
-        }
-    return None
-
-
-def receipt_body(action: Action) -> dict[str, Any] | None:
-    receipt = getattr(action, "receipt", None)
-    if receipt is None:
-        return None
-    return {
-        "receipt_id": receipt.receipt_id,
-        "status": receipt.status,
-        "target_version": receipt.target_version,
-        "idempotency_key": receipt.idempotency_key,
-        "intent_digest": receipt.intent_digest,
-        "raw_response_hash": receipt.raw_response_hash,
-        "source": receipt.source,
-        "created_at": receipt.created_at,
-    }
-
-
-def _reference(action: Action | None) -> dict[str, Any] | None:
-    return {"id": action.id, "action_id": action.action_id} if action else None
-
-
-def action_body(request: HttpRequest, action: Action) -> dict[str, Any]:
-    case = latest_case(action)
-    return {
-        "id": action.id,
-        "run_id": action.run_id,
-        "action_id": action.action_id,
-        "tool": action.tool,
-        "target": action.target,
-        "args": action.args,
-        "contract_version": action.contract_version,
-        "idempotency_key": action.idempotency_key,
-        "intent_digest": action.intent_digest,
-        "observation_id": action.observation_id,
-        "status": action.status,
-        "needs_approval": action.needs_approval,
-        "required_approvals": action.required_approvals,
-        "expires_at": action.expires_at,
-        "attempt_count": action.attempt_count,
-        "next_attempt_at": action.next_attempt_at,
-        "error_class": action.error_class or None,
-        # Stored scrubbed already; again here for rows stored before, or a changed connector.
-        "last_error": redacted_error(action.last_error, tool=action.tool) or None,
-        "decision": _decision(action),
-        "receipt": receipt_body(action),
-        "reconciliation_case": {
-            **case,
-            "url": request.build_absolute_uri(CASE_PAGE.format(case_id=case["id"])),
-        }
-        if case
-        else None,
-        "supersedes": _reference(action.supersedes),
-        "superseded_by": _reference(getattr(action, "superseded_by", None)),
-        "created_at": action.created_at,
-        "updated_at": action.updated_at,
-    }
-
-
-# Endpoints.
 
 
 @post("/runs", response={201: schemas.RunOut, **problems(400, 401, 409, 422)})
@@ -313,38 +129,27 @@ def propose_action(request: HttpRequest, run_id: str, payload: schemas.ActionIn)
     """Freeze an intent: 201 when new; 200 with the same intent when this logical action
     was already proposed with the same digest; 422 intent_conflict when with another."""
     run = run_or_404(request, run_id)
-    observation = None
-    if payload.observation_id is not None:
-        observation = observation_of_run(payload.observation_id, run=run)
-        if observation is None:
-            raise InvalidArguments(f"no observation {payload.observation_id} in this run")
+    observation = observation_or_422(run, payload.observation_id)
     action, created = _propose(request, run, payload, observation)
-    action = _action_or_404(request, str(action.pk))
+    action = action_or_404(request, str(action.pk))
     return Status(201 if created else 200, action_body(request, action))
 
 
 def _propose(request, run: Run, payload: schemas.ActionIn, observation) -> tuple[Action, bool]:
-    for attempt in range(2):
-        try:
-            return action_propose(
-                run=run,
-                action_id=payload.action_id,
-                tool=payload.tool,
-                target=payload.target,
-                args=payload.args,
-                contract_version=payload.contract_version,
-                observation=observation,
-                proposed_by=actor_of(request.auth),
-            )
-        except IntegrityError:
-            # A concurrent proposal on this run won; look again (same intent, or a refusal).
-            if attempt:
-                raise StaleState("another proposal on this run won the race; retry") from None
-            run.refresh_from_db()
-        except ValueError as error:
-            # The key's parts refuse control and invisible characters the tool schema allows.
-            raise InvalidArguments(str(error)) from None
-    raise AssertionError("unreachable")
+    try:
+        return action_propose(
+            run=run,
+            action_id=payload.action_id,
+            tool=payload.tool,
+            target=payload.target,
+            args=payload.args,
+            contract_version=payload.contract_version,
+            observation=observation,
+            proposed_by=actor_of(request.auth),
+        )
+    except ValueError as error:
+        # The key's parts refuse control and invisible characters the tool schema allows.
+        raise InvalidArguments(str(error)) from None
 
 
 @get("/runs/{run_id}/actions", response={200: schemas.ActionMatches, **problems(401, 404, 422)})
@@ -359,7 +164,7 @@ def find_actions(
     found = action_frozen_under(run, action_id=action_id)
     if found is None:
         return {"items": []}
-    return {"items": [action_body(request, _action_or_404(request, str(found.pk)))]}
+    return {"items": [action_body(request, action_or_404(request, str(found.pk)))]}
 
 
 @get("/actions/{id}", response={200: schemas.ActionOut, **problems(401, 404, 422)})
@@ -376,13 +181,13 @@ def get_action(
     is clamped) while the action is still waiting for approval or executing, or uncertain
     while its reconciliation case is being resolved; a token has
     at most COUNTERSIGN_API_MAX_LONG_POLLS waiting at once (429 beyond)."""
-    action = _action_or_404(request, action_pk)
+    action = action_or_404(request, action_pk)
     wait = min(wait, schemas.MAX_WAIT_SECONDS)
     if action.status in WAITED_ON_STATUSES and wait > 0:
         with long_poll_slot(request.auth, wait):
             status = status_after_waiting(action, wait)
         if status != action.status:
-            action = _action_or_404(request, action_pk)
+            action = action_or_404(request, action_pk)
     return action_body(request, action)
 
 

@@ -5,37 +5,19 @@ A plan is several intents approved as one; runs.services.plans says what that bi
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import Router, Status
+from ninja import Status
 
 from control.api_kit.problems import problems
 from control.api_kit.tokens import actor_of
-from runs import schemas
-from runs.api import action_body, post, run_or_404
-from runs.exceptions import InvalidArguments
-from runs.models import Plan
-from runs.selectors import observation_of_run, plan_items
+from runs.api import schemas
+from runs.api.bodies import plan_body
+from runs.api.routing import observation_or_422, plans_router, post, run_or_404
 from runs.services import PlanItem, plan_propose
-
-router = Router(tags=["plans"])
-
-
-def plan_body(request: HttpRequest, plan: Plan) -> dict:
-    return {
-        "id": plan.id,
-        "run_id": plan.run_id,
-        "digest": plan.digest,
-        "status": plan.status,
-        "size": plan.size,
-        "required_approvals": plan.required_approvals,
-        "expires_at": plan.expires_at,
-        "decision_reason": plan.decision_reason,
-        "intents": [action_body(request, item) for item in plan_items(plan)],
-    }
 
 
 @post(
     "/runs/{run_id}/plans",
-    on=router,
+    on=plans_router,
     response={
         200: schemas.PlanOut,
         201: schemas.PlanOut,
@@ -48,11 +30,7 @@ def propose_plan(request: HttpRequest, run_id: str, payload: schemas.PlanIn):
     new; 200 with the same plan for the same intents again; 422 intent_conflict when an
     intent's action_id is already frozen in this run with other arguments."""
     run = run_or_404(request, run_id)
-    observation = None
-    if payload.observation_id is not None:
-        observation = observation_of_run(payload.observation_id, run=run)
-        if observation is None:
-            raise InvalidArguments(f"no observation {payload.observation_id} in this run")
+    observation = observation_or_422(run, payload.observation_id)
     items = [PlanItem(**intent.model_dump()) for intent in payload.intents]
     plan, created = plan_propose(
         run=run, items=items, observation=observation, proposed_by=actor_of(request.auth)
