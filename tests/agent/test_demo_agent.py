@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import signal
 import socket
@@ -217,3 +218,11 @@ def test_an_address_where_nothing_listens_is_said_as_such(tenant):
         )
 
     assert str(refused.value).startswith(f"nothing is listening at {url}: start Countersign")
+
+
+def test_the_server_declares_the_client_that_demo_agent_imports():
+    # Installing the server without the client must fail at install, not at the first
+    # `manage.py demo_agent`.
+    required = importlib.metadata.requires("countersign") or []
+    assert any(line.partition(";")[0].strip() == "countersign-client==0.1.0" for line in required)
+    assert importlib.metadata.version("countersign-client") == "0.1.0"
