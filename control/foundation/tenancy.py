@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 
 from control.foundation.row_signing import SignedRows
 from control.models import Membership, Role, Tenant
 
 APPROVER_ROLES = frozenset({Role.OPERATOR, Role.ADMIN})
 RECONCILER_ROLES = frozenset({Role.RECONCILER, Role.ADMIN})
-
-
-def scoped[M: Model](queryset: QuerySet[M], tenant: Tenant) -> QuerySet[M]:
-    """Every query a person or token makes goes through here."""
-    return queryset.filter(tenant=tenant)
 
 
 # Who holds which role decides who may approve: a membership row is signed when the

@@ -3,7 +3,9 @@
 Every page view is wrapped in `tenant_member(*roles)`. It resolves the request's tenant from
 the session (the tenant switcher sets it; a person in one tenant never sees a switcher), loads
 the person's memberships in one query, and answers 403 when the roles do not fit. Objects are
-then looked up through `scoped(..., request.tenant)`, so another tenant's id is simply a 404.
+then looked up by selectors that take the tenant and filter on it (`run_by_id(run_id,
+tenant=request.tenant)`, the inbox's and the queue's lists), so another tenant's id is simply
+a 404.
 """
 
 from __future__ import annotations
