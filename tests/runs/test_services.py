@@ -16,6 +16,7 @@ from runs.exceptions import (
     InvalidTransition,
     MissingEvidence,
     NotAllowed,
+    StaleState,
 )
 from runs.models import Action, Approval, OutboxMessage, Run
 from runs.services import (
@@ -114,6 +115,28 @@ def test_the_same_logical_action_with_the_same_digest_returns_the_existing_inten
         proposed_by="agent-token",
     )
     assert (again.pk, created) == (first.pk, False)
+
+
+def test_a_proposal_that_loses_the_race_for_the_runs_one_open_write_is_stale_state():
+    # Read before another writer froze its intent: the phase still says running, so only
+    # the one-open-write constraint stops the insert; the service says so, nothing is kept.
+    run = make_run(make_tenant())
+    read_before = Run.objects.get(pk=run.pk)
+    winner = make_action(run)
+    with pytest.raises(StaleState, match="another proposal on this run won the race"):
+        action_propose(
+            run=read_before,
+            action_id="reopen-ticket",
+            tool="ticket.close",
+            target="ticket-8",
+            args={"resolution": "fixed"},
+            contract_version="v1",
+            observation=winner.observation,
+            proposed_by="agent-token",
+        )
+    assert list(Action.objects.filter(run=run).values_list("action_id", flat=True)) == [
+        "close-ticket"
+    ]
 
 
 def test_the_same_logical_action_with_another_digest_is_a_conflict():
