@@ -19,7 +19,7 @@ from reconciliation.models import ReconciliationCase
 from reconciliation.selectors import case_needs_four_eyes, policy_four_eyes
 from runs.models import Action, Receipt
 from runs.selectors import tenant_tool
-from runs.services import protocol, recovery, saga
+from runs.services import endings, protocol, recovery, saga
 from runs.tools import errors as tool_errors
 from runs.tools.calls import ToolReceipt
 
@@ -298,4 +298,4 @@ def _apply(case, *, resolution: str, receipt, note: str, actor: str, confirm_res
             finding=f"resolved not applied ({resend}): {note}",
         )
     else:
-        recovery.action_abandon(action_pk=action.pk, reason=note, actor=actor)
+        endings.action_abandon(action_pk=action.pk, reason=note, actor=actor)

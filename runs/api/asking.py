@@ -3,7 +3,7 @@
 Every API POST runs in one transaction (control.api_kit.idempotency), and a query by key is
 external I/O, which never runs inside one. So a cancel asks first, outside it: each write of
 the token's run that waits to go again after an attempt is asked for by its key
-(runs.services.recovery.ask_before_ending), and what the tool holds is recorded before the
+(runs.services.endings.ask_before_ending), and what the tool holds is recorded before the
 cancel's report is written. The operation itself then refuses what it refuses (401, 404, 409)
 as before: this step changes nothing but what a query proved.
 """
@@ -19,7 +19,7 @@ from control.api_kit.limits import ApiLimited, limit_problem
 from control.api_kit.tokens import actor_of, rate_checked_token
 from runs.models import TERMINAL_PHASES
 from runs.selectors import run_by_id
-from runs.services import recovery
+from runs.services import endings
 
 
 def writes_asked_by_key_first(
@@ -36,7 +36,7 @@ def writes_asked_by_key_first(
             return limit_problem(request, limited)
         run = run_by_id(path_params.get("run_id", ""), tenant=token.tenant) if token else None
         if run is not None and run.phase not in TERMINAL_PHASES:
-            recovery.run_writes_ask_by_key(run=run, actor=actor_of(token))
+            endings.run_writes_ask_by_key(run=run, actor=actor_of(token))
         return operation(request, **path_params)
 
     return wrapper

@@ -27,7 +27,7 @@ from runs.pages.forms import (
     RunFilterForm,
 )
 from runs.pages.presenters import ActionView, EventView, verified_checkpoints
-from runs.services import recovery
+from runs.services import endings
 
 RUNS = "runs/run_list.html"
 RUN = "runs/run_detail.html"
@@ -107,7 +107,7 @@ def run_cancel(request: HttpRequest, run_id) -> HttpResponse:
     if request.method == "GET" or not form.is_valid():
         return _cancel_page(request, run, form)
     try:
-        recovery.run_cancel_asking_first(
+        endings.run_cancel_asking_first(
             run=run, reason=form.cleaned_data["reason"], actor=request.user.get_username()
         )
     except RunsError as error:
@@ -152,7 +152,7 @@ def _attention_answer(request, run_id, *, ok: bool, text: str, status: int = 200
 def action_retry_now(request: HttpRequest, run_id, action_pk) -> HttpResponse:
     action = _attention_action_or_404(request, run_id, action_pk)
     try:
-        recovery.action_retry_now(action_pk=action.pk, user=request.user)
+        endings.action_retry_now(action_pk=action.pk, user=request.user)
     except RunsError as error:
         return _attention_answer(request, run_id, ok=False, text=str(error), status=409)
     text = f"{action.action_id} goes out again now under the same key."
@@ -168,7 +168,7 @@ def action_give_up(request: HttpRequest, run_id, action_pk) -> HttpResponse:
         text = "Say why you give up: the reason is recorded in the audit log."
         return _attention_answer(request, run_id, ok=False, text=text, status=422)
     try:
-        became = recovery.action_give_up(
+        became = endings.action_give_up(
             action_pk=action.pk, user=request.user, reason=form.cleaned_data["reason"]
         )
     except RunsError as error:

@@ -9,7 +9,7 @@ import pytest
 import requests
 from django.db import connection
 
-from runs.services import approval_decide, recovery
+from runs.services import approval_decide, endings
 from tests.api.conftest import assert_problem, make_token
 from tests.api.support import make_uncertain_with_case
 from tests.factories import approve, make_action, make_run, make_tenant, make_user, reject
@@ -72,7 +72,7 @@ def test_a_long_poll_holds_while_the_case_of_an_unknown_outcome_is_open(live_ser
     def abandon_later():
         try:
             time.sleep(0.5)
-            recovery.action_abandon(action_pk=action.pk, reason="checked by hand", actor="ops")
+            endings.action_abandon(action_pk=action.pk, reason="checked by hand", actor="ops")
         finally:
             connection.close()
 

@@ -16,7 +16,7 @@ from control.models import AuditEntry
 from runs.execution.worker import send
 from runs.models import Action
 from runs.record.verification import run_verify
-from runs.services import lease_claim, lease_release, protocol, recovery
+from runs.services import endings, lease_claim, lease_release, protocol
 from runs.tools.registry import get_tool
 from runs.tools.retry import DEFAULT_POLICY, RetryPolicy
 from sandbox.models import Effect
@@ -69,7 +69,7 @@ def test_giving_up_on_a_close_that_committed_records_its_receipt_not_a_failure(s
     action = committed_then_503(sandbox, "ticket-11")
     operator = make_user(action.tenant, "operator")
 
-    became = recovery.action_give_up(action_pk=action.pk, user=operator, reason="desk is down")
+    became = endings.action_give_up(action_pk=action.pk, user=operator, reason="desk is down")
 
     action.refresh_from_db()
     action.run.refresh_from_db()
@@ -138,7 +138,7 @@ def test_a_close_that_never_committed_is_still_cancelled_and_given_up(sandbox):
     api = ApiClient(make_token(waiting.tenant), waiting.tenant)
 
     answer = api.post(f"/runs/{waiting.run_id}/cancel", {"reason": "not needed"})
-    became = recovery.action_give_up(
+    became = endings.action_give_up(
         action_pk=attention.pk, user=make_user(attention.tenant, "operator"), reason="not needed"
     )
 
@@ -174,7 +174,7 @@ def test_giving_up_when_the_desk_cannot_be_asked_leaves_the_write_in_doubt(sandb
     settings.SANDBOX_URL = "http://127.0.0.1:9/sandbox/"
     operator = make_user(action.tenant, "operator")
 
-    became = recovery.action_give_up(action_pk=action.pk, user=operator, reason="desk is down")
+    became = endings.action_give_up(action_pk=action.pk, user=operator, reason="desk is down")
 
     action.refresh_from_db()
     action.run.refresh_from_db()

@@ -6,7 +6,7 @@ import pytest
 import requests
 
 from runs.models import Action
-from runs.services import recovery
+from runs.services import endings
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_policy, make_run, make_tenant, make_user
 from tests.processes import settled
@@ -62,7 +62,7 @@ def test_an_outage_longer_than_the_retry_window_waits_for_an_operator_not_the_en
     assert not Effect.objects.filter(target="ticket-4").exists()
     key = action.idempotency_key
 
-    recovery.action_retry_now(action_pk=action.pk, user=make_user(action.tenant, "operator"))
+    endings.action_retry_now(action_pk=action.pk, user=make_user(action.tenant, "operator"))
     settled(workers, action)
 
     assert (action.status, action.idempotency_key) == ("succeeded", key)
@@ -75,7 +75,7 @@ def test_giving_up_after_the_retry_window_stops_the_run_with_the_reason(workers,
     action = _outage_outlasting_the_retry_window(workers, sandbox, "ticket-5")
     operator = make_user(action.tenant, "operator")
 
-    recovery.action_give_up(action_pk=action.pk, user=operator, reason="the desk is retired")
+    endings.action_give_up(action_pk=action.pk, user=operator, reason="the desk is retired")
 
     action.refresh_from_db()
     action.run.refresh_from_db()

@@ -50,6 +50,7 @@ from runs.record.verification import run_verify
 from runs.services import (
     action_propose,
     approval_decide,
+    endings,
     lease_release,
     lease_renew,
     observation_record,
@@ -734,7 +735,7 @@ class CountersignMachine(RuleBasedStateMachine):
                 self._resolve(case)
             # The outage is over: an operator sends what outlasted its retry window again.
             for action in Action.objects.filter(tenant=self.tenant, status="needs_attention"):
-                recovery.action_retry_now(action_pk=action.pk, user=self.operator)
+                endings.action_retry_now(action_pk=action.pk, user=self.operator)
             busy = (
                 Action.objects.filter(
                     tenant=self.tenant, status__in=[*OPEN, "waiting_approval"]
