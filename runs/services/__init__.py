@@ -16,10 +16,10 @@ from runs.services.approvals import (
     grant_check,
     grant_problem,
     own_events_since_proposal,
-    run_unchanged_since_proposal,
 )
 from runs.services.common import action_set_status, outbox_write, refuse_plan_item, without
 from runs.services.connectors import connectors_disable, connectors_enable
+from runs.services.deciding import run_unchanged_since_proposal
 from runs.services.intents import (
     action_ask_again,
     action_edit_and_approve,

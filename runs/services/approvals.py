@@ -6,12 +6,9 @@ from django.db import transaction
 
 from control.foundation.audit import audit_record
 from control.foundation.clock import db_now
-from control.foundation.tenancy import APPROVER_ROLES, has_any_role, roles_of_members
+from control.foundation.tenancy import APPROVER_ROLES, roles_of_members
 from runs.exceptions import (
     GrantMismatch,
-    InvalidArguments,
-    InvalidTransition,
-    NotAllowed,
 )
 from runs.models import (
     Action,
@@ -29,22 +26,13 @@ from runs.services.common import (
     action_set_status,
     notify_approvers,
     outbox_write,
-    refuse_plan_item,
     without,
 )
+from runs.services.deciding import grants_write, request_check, run_unchanged_since_proposal
 from runs.services.runs import checkpoint_or_stop
 
 Phase = Run.Phase
 Status = Action.Status
-
-
-def run_unchanged_since_proposal(*, run: Run, action: Action, own_events: int) -> bool:
-    """ "State version equal", the one rule behind every grant (DESIGN.md, protocol step 2):
-    a grant names the version the approver saw (the intent's base_version), and since then
-    nothing but this intent's own events (its grants; once executing, its attempts) may have
-    changed the run. Every event adds exactly one to state_version, so that holds exactly
-    when the run's version is the base plus the intent's own events."""
-    return run.state_version == action.base_version + own_events
 
 
 @transaction.atomic
@@ -57,47 +45,19 @@ def approval_decide(
     seen_state_version: int,
     reason: str = "",
 ) -> Approval:
-    """Records one person's decision on exactly the intent they saw (digest and version)."""
-    if decision not in Approval.Decision.values:
-        raise InvalidArguments(f"decision must be approve or reject, not {decision!r}")
-    run = action.run
-    if not has_any_role(approver, run.tenant, APPROVER_ROLES):
-        raise NotAllowed("only an operator of this tenant may decide")
-    refuse_plan_item(action)
-    if action.status != Status.WAITING_APPROVAL:
-        raise InvalidTransition(f"action is {action.status}, not waiting for approval")
-    now = db_now()
-    if action.expires_at is None or action.expires_at <= now:
-        raise GrantMismatch("expired", "the approval request has expired; ask again")
-    if seen_digest != action.intent_digest:
-        raise GrantMismatch("digest", "what you saw is not the intent waiting for approval")
-    grants = list(action.approvals.filter(decision=Approval.Decision.APPROVE))
-    if any(grant.approver_id == approver.pk for grant in grants):
-        raise InvalidTransition("already decided by you; another operator must add theirs")
-    if seen_state_version != action.base_version or not run_unchanged_since_proposal(
-        run=run, action=action, own_events=len(grants)
-    ):
-        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
-    if (
-        decision == Approval.Decision.APPROVE
-        and action.four_eyes
-        and (action.proposed_by_user_id == approver.pk)
-    ):
-        raise NotAllowed("four eyes: the proposer cannot approve their own intent")
-    if reason and len(reason) > 2000:
-        raise InvalidArguments("reason is longer than 2000 characters")
-    approval = Approval.objects.create(
-        tenant_id=action.tenant_id,
-        action=action,
+    """Records one person's decision on exactly the intent they saw (digest and version):
+    request_check, then the grant and what it moves."""
+    checked = request_check(
+        action,
+        approver,
         decision=decision,
-        approver=approver,
+        seen_digest=seen_digest,
+        seen_state_version=seen_state_version,
         reason=reason,
-        intent_digest=action.intent_digest,
-        state_version=seen_state_version,
-        target_scope=action.target,
-        expires_at=action.expires_at,
-        created_at=now,
     )
+    action, run, now = checked.request, checked.run, checked.now
+    (approval,) = grants_write(checked, approver, decision=decision, reason=reason)
+    approvals = len(checked.granted) + 1
     authored([approval.pk])
     actor = approver.get_username()
     if decision == Approval.Decision.REJECT:
@@ -118,11 +78,11 @@ def approval_decide(
                 "pending_work": without(run.pending_work, action.action_id),
             },
         )
-    elif len(grants) + 1 >= action.required_approvals:
+    elif approvals >= action.required_approvals:
         action_set_status(
             action, expected={Status.WAITING_APPROVAL}, status=Status.APPROVED, next_attempt_at=now
         )
-        append_event(run, actor=actor, action=action, **action_approved(approvals=len(grants) + 1))
+        append_event(run, actor=actor, action=action, **action_approved(approvals=approvals))
         outbox_write(run, job=EXECUTE_JOB, action=action)
     else:
         append_event(
@@ -130,7 +90,7 @@ def approval_decide(
             type="approval.granted",
             actor=actor,
             action=action,
-            payload={"approvals": len(grants) + 1, "required": action.required_approvals},
+            payload={"approvals": approvals, "required": action.required_approvals},
         )
     checkpoint_or_stop(run)
     audit_record(

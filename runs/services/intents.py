@@ -12,7 +12,6 @@ from control.foundation.clock import db_now
 from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from runs.action_ids import reserved_action_id_refusal
 from runs.exceptions import (
-    GrantMismatch,
     IntentConflict,
     InvalidArguments,
     InvalidTransition,
@@ -35,7 +34,6 @@ from runs.selectors import policy_for, tenant_tool
 from runs.services.approvals import (
     approval_decide,
     approval_expire,
-    run_unchanged_since_proposal,
 )
 from runs.services.common import (
     action_set_status,
@@ -45,6 +43,7 @@ from runs.services.common import (
     refuse_plan_item,
     require_phase,
 )
+from runs.services.deciding import request_check
 from runs.services.definitions import tool_definition_confirm
 from runs.services.runs import checkpoint_or_stop, run_enforce_limits
 from runs.services.standing import standing_grant_apply, standing_rules_matching
@@ -265,18 +264,15 @@ def action_edit_and_approve(
     """Edit then approve: a new frozen intent (new logical id, key and digest) supersedes the
     one the editor saw, and the editor's approval goes to the new one. Where four eyes are
     required the new intent waits for another operator instead."""
-    if not has_any_role(editor, action.run.tenant, APPROVER_ROLES):
-        raise NotAllowed("only an operator of this tenant may edit an intent")
-    refuse_plan_item(action)
-    if action.status != Status.WAITING_APPROVAL:
-        raise InvalidTransition(f"action is {action.status}, not waiting for approval")
-    if seen_digest != action.intent_digest or seen_state_version != action.base_version:
-        raise GrantMismatch("digest", "what you edited is not the intent waiting for approval")
-    run = action.run
-    if not run_unchanged_since_proposal(
-        run=run, action=action, own_events=action.approvals.count()
-    ):
-        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
+    checked = request_check(
+        action,
+        editor,
+        decision=None,
+        seen_digest=seen_digest,
+        seen_state_version=seen_state_version,
+        reason=reason,
+    )
+    action, run = checked.request, checked.run
     edited, _ = action_propose(
         run=run,
         action_id=derived_action_id(action),

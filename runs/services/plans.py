@@ -27,13 +27,10 @@ from django.db.models.functions import Now
 from control.foundation.audit import audit_record
 from control.foundation.canonical import canonical_json, content_hash, idempotency_key
 from control.foundation.clock import db_now
-from control.foundation.tenancy import APPROVER_ROLES, has_any_role
 from runs.exceptions import (
-    GrantMismatch,
     IntentConflict,
     InvalidArguments,
     InvalidTransition,
-    NotAllowed,
     StaleState,
 )
 from runs.limits import waiting_cap_check
@@ -42,8 +39,8 @@ from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.selectors import policy_for
-from runs.services.approvals import run_unchanged_since_proposal
 from runs.services.common import notify_approvers, outbox_write, policy_distrusted, require_phase
+from runs.services.deciding import grants_write, request_check
 from runs.services.intents import intent_frozen
 from runs.services.plan_summaries import plan_summary_of
 from runs.services.runs import checkpoint_or_stop, run_enforce_limits
@@ -197,52 +194,21 @@ def plan_decide(
     reason: str = "",
 ) -> Plan:
     """One person's decision on exactly the plan they saw (its digest and the run's version),
-    for every item at once. N of M and four eyes apply to the plan as a whole."""
-    if decision not in Approval.Decision.values:
-        raise InvalidArguments(f"decision must be approve or reject, not {decision!r}")
-    plan = Plan.objects.select_for_update().select_related("run__tenant").get(pk=plan.pk)
-    run = plan.run
-    if not has_any_role(approver, run.tenant, APPROVER_ROLES):
-        raise NotAllowed("only an operator of this tenant may decide")
-    if plan.status != Plan.Status.WAITING_APPROVAL:
-        raise InvalidTransition(f"the plan is {plan.status}, not waiting for approval")
-    now = db_now()
-    if plan.expires_at <= now:
-        raise GrantMismatch("expired", "the plan's approval request has expired")
-    if seen_digest != plan.digest:
-        raise GrantMismatch("digest", "what you saw is not the plan waiting for approval")
-    items = list(plan.items.order_by("position"))
-    first = items[0]
-    granted = set(
-        first.approvals.filter(decision=Approval.Decision.APPROVE).values_list(
-            "approver_id", flat=True
-        )
+    for every item at once. N of M and four eyes apply to the plan as a whole:
+    request_check, then a grant per item and what they move."""
+    checked = request_check(
+        plan,
+        approver,
+        decision=decision,
+        seen_digest=seen_digest,
+        seen_state_version=seen_state_version,
+        reason=reason,
     )
-    if approver.pk in granted:
-        raise InvalidTransition("already decided by you; another operator must add theirs")
-    if seen_state_version != plan.base_version or not run_unchanged_since_proposal(
-        run=run, action=first, own_events=len(granted)
-    ):
-        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
-    if len(reason) > 2000:
-        raise InvalidArguments("reason is longer than 2000 characters")
-    grants = Approval.objects.bulk_create(
-        Approval(
-            tenant_id=plan.tenant_id,
-            action=item,
-            decision=decision,
-            approver=approver,
-            reason=reason,
-            intent_digest=item.intent_digest,
-            plan_digest=plan.digest,
-            state_version=seen_state_version,
-            target_scope=item.target,
-            expires_at=plan.expires_at,
-            created_at=now,
-        )
-        for item in items
+    plan, run, items, now = checked.request, checked.run, checked.items, checked.now
+    first, approvals = items[0], len(checked.granted) + 1
+    authored(
+        grant.pk for grant in grants_write(checked, approver, decision=decision, reason=reason)
     )
-    authored(grant.pk for grant in grants)
     actor = approver.get_username()
     if decision == Approval.Decision.REJECT:
         _items_move(plan, Status.REJECTED, decision_reason=reason)
@@ -255,7 +221,7 @@ def plan_decide(
             payload={"plan": str(plan.pk), "reason": reason},
             changes={"phase": Phase.RUNNING, "pending_work": _without_items(run, items)},
         )
-    elif len(granted) + 1 >= plan.required_approvals:
+    elif approvals >= plan.required_approvals:
         _items_move(plan, Status.APPROVED, next_attempt_at=now)
         plan.status = Plan.Status.APPROVED
         append_event(
@@ -263,7 +229,7 @@ def plan_decide(
             type="plan.approved",
             actor=actor,
             action=first,
-            payload={"plan": str(plan.pk), "approvals": len(granted) + 1},
+            payload={"plan": str(plan.pk), "approvals": approvals},
             changes={"phase": Phase.EXECUTING},
         )
         outbox_write(run, job=EXECUTE_JOB, action=first)
@@ -273,7 +239,7 @@ def plan_decide(
             type="approval.granted",
             actor=actor,
             action=first,
-            payload={"plan": str(plan.pk), "approvals": len(granted) + 1},
+            payload={"plan": str(plan.pk), "approvals": approvals},
         )
     plan.save(update_fields=["status", "decision_reason"])
     checkpoint_or_stop(run)
@@ -302,18 +268,18 @@ def plan_revise(
     """Drop items before deciding, like edit-then-approve: a new version of the plan (a new
     digest over the kept intents, which keep their keys and digests) replaces the one the
     editor saw; the dropped intents are cancelled. It waits for a decision as any plan."""
-    plan = Plan.objects.select_for_update().select_related("run__tenant").get(pk=plan.pk)
-    run = plan.run
-    if not has_any_role(editor, run.tenant, APPROVER_ROLES):
-        raise NotAllowed("only an operator of this tenant may change a plan")
-    if plan.status != Plan.Status.WAITING_APPROVAL:
-        raise InvalidTransition(f"the plan is {plan.status}, not waiting for approval")
-    if seen_digest != plan.digest or seen_state_version != plan.base_version:
-        raise GrantMismatch("digest", "what you changed is not the plan waiting for approval")
     if not reason.strip():
         raise InvalidArguments("say why the intents are dropped: the agent reads it")
-    items = list(plan.items.order_by("position"))
-    if Approval.objects.filter(action__in=items).exists():
+    checked = request_check(
+        plan,
+        editor,
+        decision=None,
+        seen_digest=seen_digest,
+        seen_state_version=seen_state_version,
+        reason=reason,
+    )
+    plan, run, items = checked.request, checked.run, checked.items
+    if checked.granted:
         raise InvalidTransition("someone already decided on this plan: reject it instead")
     dropped = [item for item in items if str(item.pk) in set(drop)]
     kept = [item for item in items if item not in dropped]
@@ -321,8 +287,6 @@ def plan_revise(
         raise InvalidArguments("choose intents of this plan to drop")
     if not kept:
         raise InvalidArguments("dropping every intent is rejecting the plan: reject it")
-    if not run_unchanged_since_proposal(run=run, action=items[0], own_events=0):
-        raise GrantMismatch("state_version", "the run changed since you looked; review it again")
     revised = Plan.objects.create(
         tenant_id=plan.tenant_id,
         run=run,
@@ -345,21 +309,7 @@ def plan_revise(
     Action.objects.filter(pk__in=[item.pk for item in dropped]).update(
         status=Status.CANCELLED, decision_reason=note, updated_at=Now()
     )
-    # Moved past every old position first: PostgreSQL checks (plan, position) row by row
-    # within a statement, in whatever order it meets the rows, so numbering 1, 2 as 0, 1
-    # directly meets a 1 not yet moved.
-    Action.objects.filter(pk__in=[item.pk for item in kept]).update(
-        plan=revised,
-        position=F("position") + len(items),
-        base_version=revised.base_version,
-        base_event_seq=revised.base_event_seq,
-        updated_at=Now(),
-    )
-    # Numbered again from 0, in the same order: the sweep tells people about a plan through
-    # its item at position 0, which may be one of those dropped.
-    for position, item in enumerate(kept):
-        item.position = position
-    Action.objects.bulk_update(kept, ["position"])
+    _items_renumber(kept, into=revised, past=len(items))
     append_event(
         run,
         type="plan.revised",
@@ -409,6 +359,26 @@ def plan_expire(*, plan: Plan) -> bool:
     notify_approvers(run, items[0], kind=notify_kinds.EXPIRED)
     checkpoint_or_stop(run)
     return True
+
+
+def _items_renumber(kept: list[Action], *, into: Plan, past: int) -> None:
+    """The kept items move to the revised plan, at its base, numbered 0, 1, ... in their
+    order; `past` is the old plan's size."""
+    # Moved past every old position first: PostgreSQL checks (plan, position) row by row
+    # within a statement, in whatever order it meets the rows, so numbering 1, 2 as 0, 1
+    # directly meets a 1 not yet moved.
+    Action.objects.filter(pk__in=[item.pk for item in kept]).update(
+        plan=into,
+        position=F("position") + past,
+        base_version=into.base_version,
+        base_event_seq=into.base_event_seq,
+        updated_at=Now(),
+    )
+    # Numbered again from 0, in the same order: the sweep tells people about a plan through
+    # its item at position 0, which may be one of those dropped.
+    for position, item in enumerate(kept):
+        item.position = position
+    Action.objects.bulk_update(kept, ["position"])
 
 
 def _items_move(plan: Plan, status: str, **fields) -> None:

@@ -241,24 +241,36 @@ def _database_sessions_but_mine() -> int:
 
 
 @live
-def test_a_waiting_long_poll_holds_no_database_connection_while_it_sleeps(live_server):
+def test_a_waiting_long_poll_holds_no_database_connection_while_it_sleeps(
+    live_server, fresh_limits
+):
     tenant = make_tenant()
-    token = make_token(tenant)
+    row, token = api_token_create(tenant=tenant, name="agent", actor="tests")
     action = make_action(make_run(tenant))
     assert _database_sessions_but_mine() == 0
-    poller = threading.Thread(target=_long_poll, args=(live_server, token, action, 3))
+    answers: list[requests.Response] = []
+    poller = threading.Thread(
+        target=lambda: answers.append(_long_poll(live_server, token, action, 3))
+    )
     poller.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while _waiting(fresh_limits, row) == 0 and poller.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _waiting(fresh_limits, row) == 1, "the long poll never began to wait"
 
     samples = []
-    for _ in range(20):
+    while poller.is_alive():  # sampled for as long as the poll waits
         samples.append(_database_sessions_but_mine())
-        time.sleep(0.1)
+        time.sleep(0.05)
     poller.join()
 
+    # It waited its full time for a request nobody decided, and answered with it.
+    assert answers[0].status_code == 200
+    assert answers[0].json()["status"] == "waiting_approval"
+    assert len(samples) >= 5, samples
     # A poll's query takes milliseconds of each second; holding the connection would show
     # in every sample.
-    assert sum(1 for sessions in samples if sessions) <= 4, samples
+    assert sum(1 for sessions in samples if sessions) <= len(samples) // 4, samples
 
 
 # --- Bodies and pages -------------------------------------------------------------------------

@@ -28,6 +28,9 @@ from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 RUNS = int(os.environ.get("COUNTERSIGN_CRASH_RUNS", "20"))
+# How long the sandbox holds a call in the sent_result_unknown window before it makes the
+# change: the kill comes 0.05-0.4 s into it, with room to spare on a busy machine.
+HANG_SECONDS = 3
 REPORT = Path(__file__).resolve().parents[2] / "test-artifacts" / "crash-matrix.txt"
 
 
@@ -68,7 +71,7 @@ def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Rando
             timeout=5,
             json={
                 "tool": action.tool,
-                "fault": "hang_before_commit:1",
+                "fault": f"hang_before_commit:{HANG_SECONDS}",
                 "count": 1,
             },
         ).raise_for_status()
@@ -82,6 +85,11 @@ def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Rando
         time.sleep(rng.uniform(0.05, 0.4))
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+        # The kill landed mid-call: the sandbox had not yet made the change, and the worker
+        # had recorded no answer.
+        effects = Effect.objects.filter(tool=action.tool, target=action.target)
+        assert not effects.exists(), "the call had finished before the worker was killed"
+        assert Attempt.objects.filter(action=action, status="sending").exists()
         return
     point = {
         "before_call": "before_send",

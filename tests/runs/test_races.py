@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.db import connection, transaction
 
 from runs.exceptions import StaleState
 from runs.execution.worker import _verified_state
-from runs.models import Run
+from runs.models import Action, Run
 from runs.record.carry import checkpoint_write
 from runs.record.events import append_event
-from runs.services import lease_claim, observation_record
-from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from runs.services import approval_decide, lease_claim, observation_record
+from tests.factories import (
+    approve,
+    make_action,
+    make_run,
+    make_tenant,
+    make_user,
+    set_policy,
+)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -89,3 +97,66 @@ def test_a_checkpoint_older_than_the_run_is_still_refused_after_reading_the_run_
         "failed",
         True,
     )
+
+
+def _someone_waits_on_a_lock(deadline: float) -> bool:
+    """True once another session of this database waits for a row lock."""
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_two_approvers_deciding_at_once_both_count_and_the_write_goes_ahead():
+    """Two of two required: the second decision, taken while the first is uncommitted, waits
+    for it on the action's row and then counts both. Read before the first committed, it
+    would see no grant, and its own event would meet a run that moved on: refused as stale,
+    though nothing the approver saw had changed."""
+    tenant = make_tenant()
+    set_policy(tenant, "ticket.close", required_approvals=2)
+    action = make_action(make_run(tenant))
+    first, second = make_user(tenant, "operator"), make_user(tenant, "operator")
+    first_decided, first_may_commit = threading.Event(), threading.Event()
+    outcomes: dict[str, str] = {}
+
+    def decide_as(approver, label: str, hold: bool) -> None:
+        try:
+            with transaction.atomic():
+                approval_decide(
+                    action=Action.objects.get(pk=action.pk),
+                    approver=approver,
+                    decision="approve",
+                    seen_digest=action.intent_digest,
+                    seen_state_version=action.base_version,
+                )
+                if hold:
+                    first_decided.set()
+                    first_may_commit.wait(30)
+            outcomes[label] = "decided"
+        except Exception as error:  # the outcome under test: what the second decision met
+            outcomes[label] = f"{type(error).__name__}: {error}"
+        finally:
+            connection.close()
+
+    one = threading.Thread(target=decide_as, args=(first, "first", True))
+    one.start()
+    assert first_decided.wait(30)
+    two = threading.Thread(target=decide_as, args=(second, "second", False))
+    two.start()
+    waited = _someone_waits_on_a_lock(time.monotonic() + 30)
+    first_may_commit.set()
+    one.join()
+    two.join()
+
+    action.refresh_from_db()
+    assert waited
+    assert outcomes == {"first": "decided", "second": "decided"}
+    assert (action.status, action.approvals.count()) == ("approved", 2)

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from datetime import timedelta
 
 import pytest
@@ -25,6 +25,12 @@ from tests.factories import approve, make_action, make_run, make_tenant, make_us
 from tests.processes import ROOT, wait_until
 
 SETTLED = {"succeeded", "satisfied", "failed", "uncertain"}
+
+
+def _sandbox_handling_requests() -> bool:
+    """The live server (where the sandbox answers) runs each connection in a thread of its
+    own, named after socketserver's process_request_thread."""
+    return any("process_request_thread" in thread.name for thread in threading.enumerate())
 
 
 def start_sweeper(workers) -> subprocess.Popen:
@@ -95,7 +101,15 @@ def test_two_workers_and_two_sweepers_on_one_database_never_apply_an_intent_twic
         interval=0.3,
         message="actions did not settle",
     )
-    time.sleep(1)  # a straggling duplicate would show now
+    # A straggling duplicate would be a call still inside the sandbox: stop every worker and
+    # sweeper, then wait for the sandbox (a server thread in this process) to finish each
+    # request it is still handling.
+    workers.stop_all()
+    wait_until(
+        lambda: not _sandbox_handling_requests(),
+        timeout=60,
+        message="the sandbox kept handling a request after every worker stopped",
+    )
 
     per_key = Effect.objects.filter(tool="ticket.close").values("idempotency_key")
     duplicates = per_key.annotate(n=Count("pk")).filter(n__gt=1)
