@@ -11,8 +11,10 @@ run's events, its checkpoints and on every approver's page, so a body that fits 
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from control.foundation.canonical import canonical_json
 from runs.exceptions import InvalidArguments, TooManyWaiting
@@ -78,7 +80,7 @@ def _versions_check(versions: dict[str, Any]) -> None:
         _text_check(f"versions[{key[:40]!r}]", shown, VERSIONS_MAX_CHARS)
 
 
-def waiting_cap_check(*, tenant_id: int, proposed_by: str, plan: bool) -> None:
+def waiting_cap_check(*, tenant_id: UUID, proposed_by: str, plan: bool) -> None:
     """Refuses one more waiting request (or plan) of an agent that already has its cap
     (COUNTERSIGN_API_MAX_WAITING_REQUESTS / _PLANS) waiting for people: each is a card in
     every approver's inbox. Counted on partial indexes of waiting rows (action_waiting_proposer,
@@ -86,7 +88,7 @@ def waiting_cap_check(*, tenant_id: int, proposed_by: str, plan: bool) -> None:
     racing at the cap may both pass: the cap bounds a flood, not an exact number."""
     if plan:
         cap = settings.COUNTERSIGN_API_MAX_WAITING_PLANS
-        waiting = Plan.objects.filter(
+        waiting: QuerySet = Plan.objects.filter(
             tenant_id=tenant_id, proposed_by=proposed_by, status=Plan.Status.WAITING_APPROVAL
         )
     else:

@@ -58,7 +58,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def env_database(name: str, default_url: str) -> dict:
+def env_database(name: str, default_url: str) -> dj_database_url.DBConfig:
     url = os.environ.get(name, default_url)
     if not url.startswith(("postgres://", "postgresql://", "sqlite:///")):
         raise ImproperlyConfigured(

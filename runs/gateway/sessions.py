@@ -41,13 +41,14 @@ def session_run(caller: Caller) -> Run:
     """The run of the caller's session: started at its first call, and again once it ended."""
     agent = agent_locked(caller)
     session = _locked_session(caller)
-    if session.run is None or session.run.phase in TERMINAL_PHASES:
+    run = session.run
+    if run is None or run.phase in TERMINAL_PHASES:
         client = session.client_name or caller.client_name or "an unnamed client"
         run = run_start(
             tenant=caller.token.tenant, goal=f"MCP session of {client}", created_by=caller.actor
         )
         _session_moves_to(session, run, agent=agent)
-    return session.run
+    return run
 
 
 @transaction.atomic
@@ -66,7 +67,7 @@ def session_start_run(
         deadline=deadline,
     )
     _session_moves_to(session, run, agent=agent)
-    return session.run
+    return run
 
 
 def session_seen(caller: Caller) -> None:

@@ -63,9 +63,9 @@ def compiled_rows(key: Hashable, build: Callable[[], QuerySet]) -> list[tuple]:
         return cursor.fetchall()
 
 
-def rows_insert(
-    objects: list[Model], *, conflict: tuple[list[str], list[str]] | None = None
-) -> list[Model]:
+def rows_insert[M: Model](
+    objects: list[M], *, conflict: tuple[list[str], list[str]] | None = None
+) -> list[M]:
     """bulk_create of `objects` (one model) in one INSERT ... VALUES: every concrete field
     but an auto primary key, after the fields' pre_save (auto_now_add); each object gets its
     auto primary key back. `conflict` = (unique fields, fields to update) makes it an upsert,

@@ -26,7 +26,7 @@ def escalations_due() -> QuerySet[Action]:
     past_sla = Q(pk__in=[])
     for tenant_id, tool, seconds in slas:
         past_sla |= Q(
-            tenant_id=tenant_id, tool=tool, created_at__lte=Now() - timedelta(seconds=seconds)
+            tenant_id=tenant_id, tool=tool, created_at__lte=Now() - timedelta(seconds=seconds or 0)
         )
     return (
         Action.objects.filter(status=Action.Status.WAITING_APPROVAL, escalation__isnull=True)

@@ -177,8 +177,10 @@ def approval_expire(*, action: Action) -> bool:
     run = action.run
     if action.plan_id is not None:
         return False  # a plan expires as a whole: runs.services.plans.plan_expire
-    if action.status != Status.WAITING_APPROVAL or action.expires_at > db_now():
+    if action.status != Status.WAITING_APPROVAL:
         return False
+    if action.expires_at is not None and action.expires_at > db_now():
+        return False  # a request without an expiry cannot be approved: it expires
     action_set_status(action, expected={Status.WAITING_APPROVAL}, status=Status.EXPIRED)
     notify_approvers(run, action, kind=notify_kinds.EXPIRED)
     append_event(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from django.db.models.functions import Now
 from django.urls import reverse
 
@@ -73,9 +75,9 @@ def refuse_plan_item(action: Action) -> None:
     rejecting, editing or re-asking one alone would leave the others waiting on an item that
     can no longer move with them (the plan wedged for good), or send a write no one approved
     as part of the whole. Every per-item decision calls this first."""
-    if action.plan_id is None:
-        return
     plan = action.plan
+    if plan is None:
+        return
     where = reverse("inbox_plan", args=[plan.pk])
     item = "an item" if action.position is None else f"item {action.position + 1}"
     raise PlanItemAlone(
@@ -89,6 +91,6 @@ def without(work: list[str], action_id: str) -> list[str]:
     return [item for item in work if item != action_id]
 
 
-def require_phase(run: Run, phases: set[str], doing: str) -> None:
+def require_phase(run: Run, phases: AbstractSet[str], doing: str) -> None:
     if run.phase not in phases:
         raise InvalidTransition(f"cannot {doing}: run is {run.phase}")

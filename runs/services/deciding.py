@@ -37,29 +37,25 @@ def run_unchanged_since_proposal(*, run: Run, action: Action, own_events: int) -
 
 
 @dataclass(frozen=True)
-class Checked:
+class Checked[Request: (Action, Plan)]:
     """A request that passed request_check, its row locked until the transaction ends."""
 
-    request: Action | Plan
+    request: Request
     run: Run
     items: list[Action]  # the intent alone, or the plan's items in their order
-    granted: frozenset  # who approved it so far (user ids)
+    granted: frozenset[int]  # who approved it so far (user ids)
     now: datetime
 
-    @property
-    def plan(self) -> Plan | None:
-        return self.request if isinstance(self.request, Plan) else None
 
-
-def request_check(
-    request: Action | Plan,
+def request_check[Request: (Action, Plan)](
+    request: Request,
     person,
     *,
     decision: str | None,
     seen_digest: str,
     seen_state_version: int,
     reason: str,
-) -> Checked:
+) -> Checked[Request]:
     """The request, locked and checked for `person`'s decision (approve or reject), or, with
     decision None, for a change to it. Raises the first rule broken; writes nothing."""
     if decision is not None and decision not in Approval.Decision.values:
@@ -69,23 +65,25 @@ def request_check(
     # sees the run as that one left it. Only the request's row is locked, never the run's or
     # the tenant's.
     locked.run = run = Run.objects.select_related("tenant").get(pk=locked.run_id)
-    is_plan = isinstance(locked, Plan)
-    doing = "decide" if decision is not None else "change a plan" if is_plan else "edit an intent"
+    if decision is not None:
+        doing = "decide"
+    else:
+        doing = "change a plan" if isinstance(locked, Plan) else "edit an intent"
     if not has_any_role(person, run.tenant, APPROVER_ROLES):
         raise NotAllowed(f"only an operator of this tenant may {doing}")
-    if not is_plan:
+    if isinstance(locked, Plan):
+        what, digest = "the plan", locked.digest
+    else:
         refuse_plan_item(locked)
+        what, digest = "the intent", locked.intent_digest
     if locked.status != Plan.Status.WAITING_APPROVAL:
-        what = "the plan" if is_plan else "action"
         raise InvalidTransition(f"{what} is {locked.status}, not waiting for approval")
     now = db_now()
     if locked.expires_at is None or locked.expires_at <= now:
-        what = "the plan's" if is_plan else "the"
-        raise GrantMismatch("expired", f"{what} approval request has expired; ask again")
-    if seen_digest != (locked.digest if is_plan else locked.intent_digest):
-        what = "the plan" if is_plan else "the intent"
+        raise GrantMismatch("expired", "the approval request has expired; ask again")
+    if seen_digest != digest:
         raise GrantMismatch("digest", f"what you saw is not {what} waiting for approval")
-    items = list(locked.items.order_by("position")) if is_plan else [locked]
+    items = list(locked.items.order_by("position")) if isinstance(locked, Plan) else [locked]
     granted = frozenset(
         items[0]
         .approvals.filter(decision=Approval.Decision.APPROVE)
@@ -110,8 +108,10 @@ def request_check(
 
 def grants_write(checked: Checked, approver, *, decision: str, reason: str) -> list[Approval]:
     """One decision row per item, each bound to its intent's digest, the plan's digest (for
-    a plan), the version the approver saw, its target and the request's expiry."""
-    plan = checked.plan
+    a plan), the version the approver saw, its target and the request's expiry (request_check
+    found it set)."""
+    request = checked.request
+    plan_digest = request.digest if isinstance(request, Plan) else ""
     return Approval.objects.bulk_create(
         Approval(
             tenant_id=item.tenant_id,
@@ -120,10 +120,10 @@ def grants_write(checked: Checked, approver, *, decision: str, reason: str) -> l
             approver=approver,
             reason=reason,
             intent_digest=item.intent_digest,
-            plan_digest=plan.digest if plan is not None else "",
-            state_version=checked.request.base_version,
+            plan_digest=plan_digest,
+            state_version=request.base_version,
             target_scope=item.target,
-            expires_at=checked.request.expires_at,
+            expires_at=request.expires_at,
             created_at=checked.now,
         )
         for item in checked.items

@@ -121,7 +121,7 @@ def decide_by_link(
     else:
         approval_decide(action=action, **binding)
     subject = plan or action
-    kind = subject._meta.model_name
+    kind = "plan" if plan is not None else "action"
     audit_record(
         actor=approver.get_username(),
         verb=f"{kind}.decided_by_link",

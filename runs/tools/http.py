@@ -88,7 +88,7 @@ class HttpAnswer:
             data = None
         if not isinstance(data, dict):
             return None, redact(self.body.decode("utf-8", "replace"))[:_DETAIL_SHOWN]
-        nested = data.get("error") if isinstance(data.get("error"), dict) else {}
+        nested = error if isinstance(error := data.get("error"), dict) else {}
         problem_type = _first_text(data.get("type"), nested.get("type"), nested.get("code"))
         detail = _first_text(
             data.get("detail"), nested.get("message"), data.get("message"), data.get("error")
