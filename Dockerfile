@@ -9,11 +9,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Dependencies first, from pyproject.toml alone, so a code change reuses this layer; the
-# client package too, which `manage.py demo_agent` (the scripted agent) drives the API with.
+# Dependencies first, the locked versions checked against their hashes (requirements/app.txt,
+# written by make lock), so a code change reuses this layer; then the server and the client
+# package, which `manage.py demo_agent` (the scripted agent) drives the API with.
+COPY requirements/app.txt ./requirements/
+RUN pip install --require-hashes -r requirements/app.txt
 COPY pyproject.toml README.md ./
 COPY client ./client
-RUN pip install . ./client
+RUN pip install --no-deps . ./client
 
 COPY . .
 # Collected under the production settings, so the hashed names, their gzipped copies and the

@@ -7,14 +7,22 @@ STAMP := $(VENV)/.installed
 # key unless DEBUG is on (pyproject.toml: [tool.mypy], and the modules not checked yet).
 MYPY := DJANGO_DEBUG=1 $(VENV)/bin/mypy
 
-.PHONY: demo test test-sqlite lint format install clean
+.PHONY: demo test test-sqlite lint format install lock clean
 
-$(STAMP): pyproject.toml client/pyproject.toml
+# Exactly the locked versions, each checked against its hash (requirements/dev.txt, written
+# by make lock), then the server and the client themselves, whose dependencies those are.
+$(STAMP): pyproject.toml client/pyproject.toml requirements/dev.txt
 	@test -n "$(PYTHON_BIN)" || { echo "No Python >= 3.12 found (see the message above)"; exit 1; }
 	@test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,demo]' -e ./client
+	$(PY) -m pip install --quiet --require-hashes -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -e . -e ./client
 	@touch $(STAMP)
+
+# After a change to the dependencies in pyproject.toml or client/pyproject.toml: the three
+# lock files again (scripts/lock says which is which), then make install.
+lock: $(STAMP)
+	scripts/lock
 
 install: $(STAMP)
 
