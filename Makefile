@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # key unless DEBUG is on (pyproject.toml: [tool.mypy], and the modules not checked yet).
 MYPY := DJANGO_DEBUG=1 $(VENV)/bin/mypy
 
-.PHONY: demo test test-sqlite lint format install lock clean
+.PHONY: demo test test-quick test-sqlite lint format install lock clean
 
 # Exactly the locked versions, each checked against its hash (requirements/dev.txt, written
 # by make lock), then the server and the client themselves, whose dependencies those are.
@@ -54,6 +54,12 @@ SQLITE_TESTS := tests/runs tests/reconciliation tests/faults/test_execution.py \
 test-sqlite: $(STAMP)
 	scripts/ensure-services
 	$(VENV)/bin/pytest --ds=tests.settings_sqlite -m "not postgresql" $(SQLITE_TESTS) $(PYTEST_ARGS)
+
+# Everything but the tests that start servers, workers, Chromium or the demo (the
+# `processes` marker): a few minutes, for the loop of changing code. make test runs it all.
+test-quick: $(STAMP)
+	scripts/ensure-services
+	$(VENV)/bin/pytest -m "not processes" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

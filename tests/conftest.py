@@ -1,8 +1,12 @@
 """Shared fixtures for the whole suite: real worker processes, the sandbox over HTTP, Redis,
 and the bench's no-op and read tools (and a no-op that cannot be queried) registered for
-one test."""
+one test. And the `processes` marker, put on each test that starts a server, a worker,
+Chromium or the demo (`make test-quick` runs the others)."""
 
 from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +27,30 @@ __all__ = [
     "unsent_tool",
     "workers",
 ]
+
+
+# Fixtures that start a server (the live server, where the sandbox answers), worker
+# processes, or Chromium (the browser tests' page).
+PROCESS_FIXTURES = frozenset(
+    {"live_server", "sandbox", "workers", "git_workers", "page", "browser"}
+)
+# A module that names one of these starts processes itself (the demo, gunicorn, a worker,
+# an MCP server, a second pytest, ...).
+PROCESS_WORDS = ("subprocess", "Popen", "connector_workers", "multiprocessing")
+
+
+@cache
+def _starts_processes(path: Path) -> bool:
+    source = path.read_text()
+    return any(word in source for word in PROCESS_WORDS)
+
+
+def pytest_collection_modifyitems(config, items):
+    marker = pytest.mark.processes
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & PROCESS_FIXTURES or _starts_processes(Path(item.path)):
+            item.add_marker(marker)
 
 
 @pytest.fixture(autouse=True)
