@@ -15,7 +15,7 @@ from runs.models import Action, Approval, Plan
 from runs.services import PlanItem, plan_expire, plan_propose
 from tests.factories import make_observation, make_run, make_user
 from tests.pages.conftest import HTMX, binding, client_for, expiring_in_a_second, flashed
-from tests.runs.test_plan_items_alone import assert_approved_as_a_whole_and_executed
+from tests.runs.services.test_plan_items_alone import assert_approved_as_a_whole_and_executed
 
 pytestmark = pytest.mark.django_db
 

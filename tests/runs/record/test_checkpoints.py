@@ -23,7 +23,7 @@ from runs.services import lease_claim
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
 
 pytestmark = pytest.mark.django_db
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checkpoints"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "checkpoints"
 
 
 @pytest.fixture

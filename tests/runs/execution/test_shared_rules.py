@@ -22,7 +22,7 @@ from runs.execution.worker import claim_ready
 from runs.models import Action, Attempt, Receipt, Run
 from runs.services import protocol
 from runs.tools.calls import ToolReceipt
-from tests.runs.test_batch import approved_noops, batch_steps
+from tests.runs.execution.test_batch import approved_noops, batch_steps
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,8 +20,8 @@ from runs.services import (
 from runs.services.standing import standing_grant_apply, standing_rules_matching
 from tests.api.support import execute_with_receipt
 from tests.factories import make_observation, make_run, make_tenant, make_user
-from tests.runs.test_plans import decide
-from tests.runs.test_standing_grants import REFUND, refunds_rule
+from tests.runs.services.test_plans import decide
+from tests.runs.services.test_standing import REFUND, refunds_rule
 
 pytestmark = pytest.mark.django_db
 
