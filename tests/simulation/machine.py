@@ -1,9 +1,11 @@
 """A Hypothesis state machine over the real services, protocol, worker, sweep and
 reconciliation, with an in-process external ledger (tests/simulation/ledger.py).
 
-Workers are simulated step by step through the same functions, in the same order, as
-runs.execution.worker.process_action calls them, so the machine can interleave "A claims", "A
-records its attempt", "A's call commits", "A crashes", "the lease expires", "B recovers".
+Workers are stepped through the worker's own functions (runs.execution.worker: the checks
+before a send, protocol.attempt_begin, send with its lease fence and error handling,
+record_response with the lease released in the same commit), one stage at a time, so the
+machine can interleave "A claims", "A records its attempt", "A's call commits", "A crashes",
+"the lease expires", "B recovers"; a crash at a stage stands for that fault point.
 Whole jobs also run through the real `drain()`. Clocks are moved, never our code:
 lease, approval, retry and probe times are rows compared with the database's now(), so
 "time passes" is an UPDATE that moves those rows back.
@@ -47,12 +49,12 @@ from runs.models import TERMINAL_PHASES, Action, Approval, Attempt, OutboxMessag
 from runs.record.events import LeaseToken
 from runs.record.outbox import OPEN_CASE_JOB
 from runs.record.verification import run_verify
+from runs.selectors.connectors import tenant_tool
 from runs.services import (
     action_propose,
     approval_decide,
     endings,
     lease_release,
-    lease_renew,
     observation_record,
     protocol,
     recovery,
@@ -60,7 +62,6 @@ from runs.services import (
     run_start,
 )
 from runs.tools import errors as tool_errors
-from runs.tools.calls import ToolCall
 from runs.tools.registry import get_tool, register_tool, unregister_tool
 from runs.tools.retry import RetryPolicy
 from tests.factories import make_tenant, make_user
@@ -83,6 +84,8 @@ REQUIRED_COVERAGE = (
 POLICY = RetryPolicy(base_delay=0.0, max_delay=0.0, max_attempts={"transient": 3})
 OPEN = ("approved", "retry_wait", "needs_attention", "in_flight")
 TERMINAL = {"succeeded", "satisfied", "failed", "rejected", "expired", "superseded", "cancelled"}
+# The ends that tell the agent its write was not done.
+REPORTED_NOT_DONE = ("failed", "rejected", "expired", "superseded")
 WORKERS = ("A", "B")
 TOOL_NAMES = tuple(tool_class.name for tool_class in SIM_TOOLS)
 # Where a stepped worker stands, and the fault point a crash there stands for.
@@ -480,89 +483,66 @@ class CountersignMachine(RuleBasedStateMachine):
                 self.workers[name] = None
 
     def _advance(self, state: Stepping) -> None:
+        """The worker's own functions, one stage at a time: the machine only chooses when
+        the next one runs (or that the worker dies before it). Where process_action
+        releases the lease after a stage, so does this."""
         name, lease = state.lease.owner, state.lease
-        action = Action.objects.select_related("run").get(pk=state.action_pk)
+        action = Action.objects.select_related("run", "run__tenant").get(pk=state.action_pk)
         if state.stage == "claimed":
-            verified = worker._verified_state(action.run, lease, name)
-            if verified is None:
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            try:
-                state.tool = get_tool(action.tool, action.contract_version)
-            except tool_errors.UnsupportedTool as error:
-                recovery.action_unsupported(
-                    action_pk=action.pk, lease=lease, detail=str(error), worker=name
-                )
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            if action.status == Action.Status.IN_FLIGHT:
-                worker.settle_unknown(action=action, lease=lease, worker=name, policy=POLICY)
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            if not worker._executes_what_was_signed(verified, action, name):
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            if action.attempt_count == 0 and worker.already_satisfied(
-                action, state.tool, lease, name, POLICY
-            ):
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            state.attempt = protocol.attempt_begin(action_pk=action.pk, lease=lease, worker=name)
-            if state.attempt is None:
-                lease_release(lease=lease)
-                state.stage = "done"
-                return
-            state.stage = "attempt_recorded"
+            state.stage = "attempt_recorded" if self._begin(state, action) else "done"
         elif state.stage == "attempt_recorded":
-            lease_renew(lease=lease)
-            tool = state.tool
-            call = ToolCall(
-                tool=action.tool,
-                target=action.target,
-                args=action.args,
-                idempotency_key=action.idempotency_key,
-                intent_digest=action.intent_digest,
+            # The lease fence (a read), the call with the intent's key, what an error means.
+            state.receipt = worker.send(
+                action, state.attempt, state.tool, lease=lease, worker=name, policy=POLICY
             )
-            try:
-                state.receipt = tool.execute(call, timeout=POLICY.call_timeout)
-            except tool_errors.ToolError as error:
-                if not tool.outcome_unknown_after(error):
-                    worker._record_failure(
-                        state.attempt, error, lease=lease, worker=name, policy=POLICY
-                    )
-                    lease_release(lease=lease)
-                    state.stage = "done"
-                    return
-                recovery.attempt_unknown(
-                    attempt_pk=state.attempt.pk,
-                    lease=lease,
-                    error_class=error.error_class,
-                    detail=str(error),
-                    worker=name,
-                )
-                worker.settle_unknown(action=action, lease=lease, worker=name, policy=POLICY)
+            if state.receipt is None:  # a failure, a retry later, or settled by key
                 lease_release(lease=lease)
                 state.stage = "done"
                 return
             state.stage = "sent"
         elif state.stage == "sent":
-            protocol.receipt_record(
-                action_pk=action.pk,
-                lease=lease,
-                receipt=state.receipt,
-                source=Receipt.Source.RESPONSE,
-                worker=name,
-                attempt_pk=state.attempt.pk,
-            )
+            # The receipt, with the lease released in the same commit.
+            worker.record_response(action, state.attempt, state.receipt, lease=lease, worker=name)
             state.stage = "recorded"
         elif state.stage == "recorded":
-            lease_release(lease=lease)
             state.stage = "done"
+
+    def _begin(self, state: Stepping, action: Action) -> bool:
+        """process_action and execute up to the attempt: verify the checkpoint, look the
+        tool up for the tenant, settle an action left in flight, refuse what was not signed,
+        read before a first send, begin the attempt. False when the lease went back."""
+        name, lease = state.lease.owner, state.lease
+        verified = worker._verified_state(action.run, lease, name)
+        if verified is not None:
+            try:
+                state.tool = tenant_tool(
+                    tenant=action.run.tenant,
+                    name=action.tool,
+                    contract_version=action.contract_version,
+                )
+            except tool_errors.UnsupportedTool as error:
+                recovery.action_unsupported(
+                    action_pk=action.pk,
+                    lease=lease,
+                    detail=str(error),
+                    worker=name,
+                    error_class=error.error_class,
+                )
+            else:
+                if action.status == Action.Status.IN_FLIGHT:
+                    worker.settle_unknown(action=action, lease=lease, worker=name, policy=POLICY)
+                elif worker._executes_what_was_signed(verified, action, name):
+                    first = action.attempt_count == 0 and state.tool.can_be_satisfied()
+                    if not (
+                        first and worker.already_satisfied(action, state.tool, lease, name, POLICY)
+                    ):
+                        state.attempt = protocol.attempt_begin(
+                            action_pk=action.pk, lease=lease, worker=name
+                        )
+        if state.attempt is None:
+            lease_release(lease=lease)
+            return False
+        return True
 
     # --- whole jobs: the real drain, RQ delivery, the sweep, reconciliation ---------------
 
@@ -652,6 +632,19 @@ class CountersignMachine(RuleBasedStateMachine):
         for tool in self.tools.values():
             for key, effects in tool.ledger.effects.items():
                 assert len(effects) <= 1, f"{len(effects)} effects under {key}"
+
+    @invariant()
+    def a_write_reported_as_not_done_left_no_effect(self) -> None:
+        """Failed, expired, superseded or rejected says the system holds nothing under the
+        intent's key: an effect there is a write that happened while the run says it did not
+        (what a send marked failed after an answer that proved nothing would leave)."""
+        ended = Action.objects.filter(tenant=self.tenant, status__in=REPORTED_NOT_DONE)
+        for action in ended.only("tool", "idempotency_key", "action_id", "status"):
+            applied = self.tools[action.tool].ledger.applied(action.idempotency_key)
+            assert applied == [], (
+                f"{action.action_id} is {action.status}, yet {action.tool} holds "
+                f"{len(applied)} effect(s) under its key"
+            )
 
     @invariant()
     def no_forged_intent_is_ever_sent(self) -> None:
