@@ -236,6 +236,14 @@ class RunDetail:
     actions: list[Action]
     stop_event: RunEvent | None
 
+    @property
+    def completed(self) -> list[str]:
+        """The logical ids of the run's writes that are done (succeeded, or satisfied by a
+        read), in the order they were proposed. The run itself keeps only their count and
+        digest (runs.record.completed)."""
+        done = (Action.Status.SUCCEEDED, Action.Status.SATISFIED)
+        return [action.action_id for action in self.actions if action.status in done]
+
 
 def _run_with_mcp_session(run_id, *, tenant: Tenant) -> Run | None:
     """The run, and as `mcp_session` the MCP session it belongs to ({client, token, key})

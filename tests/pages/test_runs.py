@@ -220,8 +220,23 @@ def test_the_run_page_shows_the_attempt_receipt_and_lease_after_a_worker_ran(cli
     page = client.get(detail_url(action.run)).content.decode()
 
     assert action.receipt.receipt_id in page
+    assert f"<strong>Completed:</strong> {action.action_id}</p>" in page
+    assert "nothing yet" not in page
     assert "digest matches" in page
     assert 'class="badge status-succeeded">Succeeded' in page
     assert "Attempts" in page
     assert f"v{action.attempts.get().lease_version}" in page
     assert action.run.lease.owner in page
+
+
+@pytest.mark.django_db
+def test_the_run_page_says_nothing_is_completed_yet_only_while_the_run_goes_on(
+    operator_client, tenant
+):
+    run = make_run(tenant)
+    running = operator_client.get(detail_url(run)).content.decode()
+    run_cancel(run=run, reason="not needed", actor="tests")
+    ended = operator_client.get(detail_url(run)).content.decode()
+
+    assert "<strong>Completed:</strong> nothing yet</p>" in running
+    assert "<strong>Completed:</strong> no writes</p>" in ended
