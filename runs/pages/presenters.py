@@ -19,6 +19,7 @@ from control.web.pages import (
     compact_json,
     pretty_json,
 )
+from runs.action_ids import COMPENSATION_PREFIX
 from runs.exceptions import CheckpointError, GrantMismatch, RunsError
 from runs.models import Action, Approval, Run, RunEvent
 from runs.pages.lookalikes import Lookalike, lookalikes
@@ -321,6 +322,14 @@ class CheckpointView:
 @dataclass
 class ActionView(IntentText):
     action: Action
+    # A saga's links: the compensation proposed to undo this write, or the write this undoes.
+    undone_by: Action | None = None
+    undoes: Action | None = None
+
+    @property
+    def compensated(self) -> bool:
+        """The write was undone: its compensation succeeded."""
+        return self.undone_by is not None and self.undone_by.status == Action.Status.SUCCEEDED
 
     @cached_property
     def receipt(self):
@@ -329,6 +338,20 @@ class ActionView(IntentText):
     @property
     def receipt_matches(self) -> bool:
         return self.receipt is not None and self.receipt.intent_digest == self.action.intent_digest
+
+
+def action_views(actions: list[Action]) -> list[ActionView]:
+    """A run's writes as shown, each saga compensation linked with the write it undoes
+    (runs.services.saga names it COMPENSATION_PREFIX + the original's logical id)."""
+    by_id = {action.action_id: action for action in actions}
+    views = []
+    for action in actions:
+        original = None
+        if action.action_id.startswith(COMPENSATION_PREFIX):
+            original = by_id.get(action.action_id.removeprefix(COMPENSATION_PREFIX))
+        undone_by = by_id.get(COMPENSATION_PREFIX + action.action_id)
+        views.append(ActionView(action, undone_by=undone_by, undoes=original))
+    return views
 
 
 @dataclass

@@ -26,7 +26,7 @@ from runs.pages.forms import (
     GiveUpForm,
     RunFilterForm,
 )
-from runs.pages.presenters import ActionView, EventView, verified_checkpoints
+from runs.pages.presenters import EventView, action_views, verified_checkpoints
 from runs.services import endings
 
 RUNS = "runs/run_list.html"
@@ -69,7 +69,7 @@ def _run_context(request: HttpRequest, detail: selectors.RunDetail, **extra) -> 
         and detail.lease.expires_at is not None
         and detail.lease.expires_at > timezone.now(),
         "checkpoints": verified_checkpoints(detail.checkpoints, run),
-        "actions": [ActionView(action) for action in detail.actions],
+        "actions": action_views(detail.actions),
         "events": [EventView(event) for event in detail.events],
         "evidence_json": compact_json(run.evidence) if run.evidence else "",
         "stop_report": detail.stop_event.payload["report"] if detail.stop_event else None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import requests
+from django.test import Client
+from django.urls import reverse
 
 from reconciliation.exceptions import ResolutionRefused
 from reconciliation.models import ReconciliationCase
@@ -12,6 +14,7 @@ from runs.models import Action
 from runs.record.verification import run_verify
 from sandbox.models import Effect
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.pages.conftest import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
 
@@ -66,6 +69,18 @@ def test_a_step_failing_for_good_refunds_the_completed_charge_and_stops_the_run(
         ]
     )
     assert run_verify(run) == []
+
+    # The run page says the charge was undone, and links the refund and the charge.
+    page = client_for(Client(), operator).get(reverse("run_detail", args=[run.pk]))
+    html = page.content.decode()
+    charge_card = html.split('id="action-charge"')[1].split("</article>")[0]
+    undo_card = html.split('id="action-undo-charge"')[1].split("</article>")[0]
+    assert "data-compensated>Compensated</span>" in charge_card
+    assert f"<code>undo-charge</code></a> (succeeded, receipt <code>{undo.receipt.receipt_id}" in (
+        charge_card
+    )
+    assert f"<code>charge</code></a>, receipt <code>{charge.receipt.receipt_id}" in undo_card
+    assert "data-compensated" not in html.split('id="action-ship"')[1].split("</article>")[0]
 
 
 def test_a_compensation_failing_for_good_opens_a_case_and_the_others_still_run(workers, sandbox):
