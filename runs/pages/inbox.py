@@ -72,6 +72,7 @@ def _inbox_context(request: HttpRequest, query) -> dict:
         "items": inbox_items(request, page.rows, duplicates=duplicates),
         "expired_items": inbox_items(request, expired, duplicates=duplicates),
         "waiting_count": selectors.inbox_waiting_count(tenant=request.tenant, filters=filters),
+        "plans_waiting": selectors.inbox_plans_waiting_count(tenant=request.tenant),
         "plans": plans.summaries,
         "more_plans_url": with_query(reverse("inbox"), query, plans_after=plans.next_cursor)
         if plans.next_cursor

@@ -79,6 +79,12 @@ def inbox_plans(*, tenant: Tenant, after: str = "") -> PlansPage:
     return PlansPage(found, f"{last.expires_at.isoformat()}~{last.pk}" if last else "")
 
 
+def inbox_plans_waiting_count(*, tenant: Tenant) -> int:
+    """How many of the tenant's plans wait for a decision (the inbox counts them apart from
+    single requests: a plan is one decision, whatever its size)."""
+    return Plan.objects.filter(tenant=tenant, status=Plan.Status.WAITING_APPROVAL).count()
+
+
 def _after(plans, cursor: str):
     try:
         moment, pk = cursor.split("~", 1)

@@ -15,7 +15,7 @@ from tests.pages.conftest import flashed
 
 pytestmark = pytest.mark.django_db
 
-PLAN_INBOX_QUERIES = 9  # no single request (no approvals prefetched); the plans' first items
+PLAN_INBOX_QUERIES = 10  # no single request (no approvals prefetched); the plans' first items
 
 
 def refunds_plan(tenant, count: int) -> Plan:
@@ -52,7 +52,8 @@ def test_a_plan_is_one_item_with_what_a_person_needs_to_decide(operator_client, 
     assert plan.digest[7:19] in card
     assert card.count("<tr><td>") == 3
     assert 'id="action-' not in page  # its items are not items of their own
-    assert "<strong>0</strong> waiting" in page
+    # The counter counts the plan, one decision, apart from single requests.
+    assert "<strong>0</strong> requests waiting · <strong>1</strong> plan waiting" in page
 
 
 def test_one_approval_in_the_inbox_approves_every_intent(operator_client, tenant):

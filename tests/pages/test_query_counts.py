@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 # Session, user, memberships; then the page's own reads (see each test).
 # With the plans waiting (none here): one query; the duplicate notices (every request here
 # has the same digest, so every card shows one): one query.
-INBOX_QUERIES = 10
+INBOX_QUERIES = 11
 RUN_LIST_QUERIES = 5
 RUN_PAGE_QUERIES = 11
 TOOL_LIST_QUERIES = 5  # the tenant's tool policies, in one; its enabled connectors, in one
@@ -57,7 +57,7 @@ def test_the_inbox_and_the_run_list_cost_the_same_queries_with_500_items_as_with
     assert items_on(small_inbox) == 5
     assert items_on(big_inbox) == INBOX_PAGE_SIZE
     assert big_inbox.count("data-duplicate") == INBOX_PAGE_SIZE
-    assert "<strong>500</strong> waiting" in big_inbox
+    assert "<strong>500</strong> requests waiting" in big_inbox
     assert len(run_links(big_runs)) == PAGE_SIZE
 
 
