@@ -8,6 +8,8 @@ token's request rate (control.api_kit.limits), before the operation runs.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
@@ -24,7 +26,7 @@ def request_token(request: HttpRequest) -> ApiToken | None:
     """The valid token of this request, or None; the lookup (and its last-use write) runs once."""
     cached = getattr(request, _CACHE_ATTRIBUTE, _UNSET)
     if cached is not _UNSET:
-        return cached
+        return cast(ApiToken | None, cached)
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     row = None
     if scheme.lower() == "bearer" and token.strip():

@@ -34,9 +34,10 @@ def writes_asked_by_key_first(
             token = rate_checked_token(request)
         except ApiLimited as limited:
             return limit_problem(request, limited)
-        run = run_by_id(path_params.get("run_id", ""), tenant=token.tenant) if token else None
-        if run is not None and run.phase not in TERMINAL_PHASES:
-            endings.run_writes_ask_by_key(run=run, actor=actor_of(token))
+        if token is not None:
+            run = run_by_id(path_params.get("run_id", ""), tenant=token.tenant)
+            if run is not None and run.phase not in TERMINAL_PHASES:
+                endings.run_writes_ask_by_key(run=run, actor=actor_of(token))
         return operation(request, **path_params)
 
     return wrapper

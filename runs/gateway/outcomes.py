@@ -16,7 +16,7 @@ Status = Action.Status
 # The envelope's `status`, from the action's; a wait that ends first says still_pending.
 PENDING_APPROVAL = "pending_approval"
 STILL_PENDING = "still_pending"
-OUTCOMES = {
+OUTCOMES: dict[str, str] = {
     Status.WAITING_APPROVAL: PENDING_APPROVAL,
     Status.APPROVED: "executing",
     Status.IN_FLIGHT: "executing",

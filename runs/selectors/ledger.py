@@ -89,12 +89,16 @@ def _after(view: str, rows: QuerySet, cursor: str) -> QuerySet:
     """Rows after `cursor` in the view's order; a cursor that does not parse starts over."""
     try:
         if view == "unreceipted":
-            moment, pk = cursor.rsplit("~", 1)
-            created_at, pk = datetime.fromisoformat(moment), uuid.UUID(pk)
-            return rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
+            moment, last = cursor.rsplit("~", 1)
+            created_at, after = datetime.fromisoformat(moment), uuid.UUID(last)
+            return rows.filter(
+                Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=after)
+            )
         if view == "duplicates":
-            pk, key = cursor.split("~", 1)
-            return rows.filter(Q(idempotency_key__gt=key) | Q(idempotency_key=key, pk__gt=int(pk)))
+            number, key = cursor.split("~", 1)
+            return rows.filter(
+                Q(idempotency_key__gt=key) | Q(idempotency_key=key, pk__gt=int(number))
+            )
         return rows.filter(pk__lt=int(cursor))
     except ValueError:
         return rows
