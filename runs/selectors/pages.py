@@ -201,9 +201,19 @@ def _after_run_cursor(rows: QuerySet[Run], cursor: str) -> QuerySet[Run]:
     return rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, pk__lt=pk))
 
 
+def _compensated() -> Q:
+    """A saga ended with every completed step undone (runs.services.saga: `saga.compensated`
+    and no `saga.compensation_failed`), as `compensated` on each run."""
+    events = RunEvent.objects.filter(run=OuterRef("pk"))
+    return Exists(events.filter(type="saga.compensated")) & ~Exists(
+        events.filter(type="saga.compensation_failed")
+    )
+
+
 def run_page(*, tenant: Tenant, filters: RunFilters, after: str = "") -> Page:
-    """The tenant's runs, newest first, each with its open action (if any)."""
-    rows = Run.objects.filter(tenant=tenant)
+    """The tenant's runs, newest first, each with its open action (if any) and whether its
+    saga was compensated."""
+    rows = Run.objects.filter(tenant=tenant).annotate(compensated=_compensated())
     if filters.phase:
         rows = rows.filter(phase=filters.phase)
     if filters.tool:
@@ -256,7 +266,9 @@ def _run_with_mcp_session(run_id, *, tenant: Tenant) -> Run | None:
     described = JSONObject(client="client_name", token="token__name", key="key")
     return (
         Run.objects.select_related("tenant")
-        .annotate(mcp_session=Subquery(session.values_list(described)[:1]))
+        .annotate(
+            mcp_session=Subquery(session.values_list(described)[:1]), compensated=_compensated()
+        )
         .filter(tenant=tenant, pk=pk)
         .first()
     )

@@ -81,6 +81,9 @@ def test_a_step_failing_for_good_refunds_the_completed_charge_and_stops_the_run(
     )
     assert f"<code>charge</code></a>, receipt <code>{charge.receipt.receipt_id}" in undo_card
     assert "data-compensated" not in html.split('id="action-ship"')[1].split("</article>")[0]
+    assert "data-run-compensated>compensated</span>" in html
+    runs = client_for(Client(), operator).get(reverse("run_list")).content.decode()
+    assert runs.count("data-run-compensated") == 1
 
 
 def test_a_compensation_failing_for_good_opens_a_case_and_the_others_still_run(workers, sandbox):
@@ -131,6 +134,9 @@ def test_a_compensation_failing_for_good_opens_a_case_and_the_others_still_run(w
     assert run.stop_reason.startswith("ship (ticket.close) failed: invalid_arguments")
     assert run.stop_reason.endswith("(not undone: undo-charge-b; a reconciler decides)")
     assert run_verify(run) == []
+    # Not every step was undone: the run is not called compensated, though undo-a succeeded.
+    page = client_for(Client(), operator).get(reverse("run_detail", args=[run.pk]))
+    assert "data-run-compensated" not in page.content.decode()
 
     with pytest.raises(ResolutionRefused, match="failed for good"):
         case_resolve(
