@@ -217,7 +217,8 @@ def test_seed_volume_seeds_runs_that_verify_and_pages_stay_at_a_fixed_query_coun
         assert run_verify(run) == []
     pages = measure_pages(tenant=tenant, paths=["/inbox/", "/runs/"], repeat=1)
     assert [page.status for page in pages] == [200, 200]
-    assert all(page.queries <= 10 for page in pages), pages
+    # The inbox counts its waiting plans apart from single requests: 11 queries at any size.
+    assert all(page.queries <= 11 for page in pages), pages
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
