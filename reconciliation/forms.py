@@ -1,7 +1,7 @@
 """Forms of the reconciliation pages: the queue's filters and one resolution of one case.
 
-The resolution form only shapes what was typed into the service's arguments: whether the
-evidence suffices, the digest matches or a resend is confirmed is the service's to decide, so
+The resolution form only shapes what was picked or typed into the service's arguments: whether
+the evidence suffices, the digest matches or a resend is confirmed is the service's to decide, so
 its refusal (with its reason) is what the reconciler reads.
 """
 
@@ -64,9 +64,15 @@ class ResolveForm(forms.Form):
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
     )
+    record = forms.RegexField(
+        label="The record that is this write's effect",
+        regex=r"^[1-9][0-9]{0,3}:[0-9]{1,4}$",
+        required=False,
+        error_messages={"invalid": "Pick a record the probes read, by its probe and place."},
+    )
     receipt_id = forms.CharField(label="Receipt id", required=False, max_length=200)
     intent_digest = forms.CharField(
-        label="The intent digest that receipt carries", required=False, max_length=100
+        label="The intent digest it carries (optional)", required=False, max_length=100
     )
     observed_state = forms.CharField(
         label="Or: the target's state as you observed it",
@@ -97,6 +103,9 @@ class ResolveForm(forms.Form):
         cleaned = self.cleaned_data
         if cleaned["confirming"]:
             return cleaned["proposed_evidence"]
+        if cleaned["record"]:
+            probe, index = cleaned["record"].split(":")
+            return {"probe": int(probe), "index": int(index)}
         given = {name: cleaned[name] for name in EVIDENCE_FIELDS if cleaned[name]}
         return given or None
 

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from control.models import AuditEntry, Tenant
 from reconciliation.models import ReconciliationCase
@@ -143,12 +143,24 @@ class CaseDetail:
     four_eyes: bool
 
 
+def _first_attempts(action_pk):
+    return Attempt.objects.filter(action_id=action_pk).order_by("number").values("started_at")
+
+
+def first_attempt_started(action_pk) -> datetime | None:
+    """When the write was first sent: a record created before cannot be its effect."""
+    return _first_attempts(action_pk).values_list("started_at", flat=True).first()
+
+
 def case_by_id(case_id, *, tenant: Tenant) -> ReconciliationCase | None:
+    """The case with what its page reads beside it, `first_attempt_at` included."""
     try:
         pk = uuid.UUID(str(case_id))
     except ValueError:
         return None
-    rows = with_reasons(ReconciliationCase.objects.filter(tenant=tenant, pk=pk))
+    rows = with_reasons(ReconciliationCase.objects.filter(tenant=tenant, pk=pk)).annotate(
+        first_attempt_at=Subquery(_first_attempts(OuterRef("action_id"))[:1])
+    )
     rows = rows.select_related(
         "tenant",
         "run",

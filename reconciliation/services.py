@@ -11,17 +11,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from control.foundation.audit import audit_record
-from control.foundation.canonical import canonical_json, content_hash
 from control.foundation.clock import db_now
 from control.foundation.tenancy import RECONCILER_ROLES, has_any_role
+from reconciliation.evidence import evidence_receipt
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ResolutionRefused
 from reconciliation.models import ReconciliationCase
-from reconciliation.selectors import case_needs_four_eyes, policy_four_eyes
+from reconciliation.selectors import case_needs_four_eyes, first_attempt_started, policy_four_eyes
 from runs.models import Action, Receipt
 from runs.selectors import tenant_tool
 from runs.services import endings, protocol, recovery, saga
 from runs.tools import errors as tool_errors
-from runs.tools.calls import ToolReceipt
 
 # Seconds before each automatic probe; after the last one a person decides.
 PROBE_DELAYS = (0.0, 2.0, 8.0)
@@ -115,44 +114,6 @@ def mark_resolved(
     )
 
 
-def _evidence_receipt(case: ReconciliationCase, evidence: dict | None) -> ToolReceipt:
-    """The proof a person gives that the effect happened: the external receipt (whose digest
-    must be the intent's) or the target state they observed."""
-    action = case.action
-    if not isinstance(evidence, dict):
-        raise ResolutionRefused("evidence is required: a receipt id or the observed state")
-    if evidence.get("receipt_id"):
-        digest = evidence.get("intent_digest")
-        if digest != action.intent_digest:
-            raise ResolutionRefused(
-                f"the receipt carries digest {digest!r}, the intent is {action.intent_digest}: "
-                "it proves another write"
-            )
-        return ToolReceipt(
-            idempotency_key=action.idempotency_key,
-            intent_digest=digest,
-            receipt_id=str(evidence["receipt_id"])[:200],
-            target_version=evidence.get("target_version")
-            if isinstance(evidence.get("target_version"), int)
-            else None,
-            status=str(evidence.get("status") or "applied")[:64],
-            raw_response_hash=content_hash(canonical_json(evidence)),
-        )
-    observed = evidence.get("observed_state")
-    if isinstance(observed, str) and observed.strip():
-        return ToolReceipt(
-            idempotency_key=action.idempotency_key,
-            intent_digest=action.intent_digest,
-            receipt_id=f"observed:{case.pk}",
-            target_version=None,
-            status="observed",
-            raw_response_hash=content_hash(canonical_json(evidence)),
-        )
-    raise ResolutionRefused(
-        "evidence needs a receipt_id with its intent_digest, or the observed_state of the target"
-    )
-
-
 def case_resolve(
     *,
     case: ReconciliationCase,
@@ -194,7 +155,8 @@ def case_resolve(
         tool = None
     receipt = None
     if resolution in (Resolution.APPLIED, Resolution.COMPENSATE):
-        receipt = _evidence_receipt(case, evidence)
+        since = first_attempt_started(action.pk)
+        evidence, receipt = evidence_receipt(case, evidence, since=since)
     if resolution == Resolution.COMPENSATE and not tool.compensation:
         raise ResolutionRefused(f"{tool.name} declares no compensation")
     if resolution == Resolution.NOT_APPLIED and not tool.dedupes_by_key and not confirm_resend:

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from control.foundation.tenancy import RECONCILER_ROLES
 from control.web.pages import compact_json, pretty_json, tenant_member, with_query
-from reconciliation import probes, selectors, services
+from reconciliation import evidence, probes, selectors, services
 from reconciliation.exceptions import InvalidTransition, NotAllowed, ReconciliationError
 from reconciliation.forms import CaseFilterForm, ResolveForm
 from reconciliation.models import ReconciliationCase
@@ -243,6 +243,17 @@ class CaseView(IntentText):
                 finding.same_read_as = rows[-1].same_read_as or rows[-1].number
             rows.append(finding)
         return list(reversed(rows))
+
+    @cached_property
+    def candidates(self) -> evidence.Candidates:
+        """The records the probes read that could be this write, for the reconciler to pick."""
+        since = getattr(self.case, "first_attempt_at", None)
+        return evidence.candidates(self.case.findings, self.action, since=since)
+
+    @cached_property
+    def candidate_rows(self) -> list[tuple[evidence.Candidate, str]]:
+        """Each candidate with its record as people read it."""
+        return [(found, pretty_json(found.record)) for found in self.candidates.found]
 
     @property
     def latest(self) -> Finding | None:

@@ -303,6 +303,11 @@ class Receipt(models.Model):
         READ = "read"
         RECONCILER = "reconciler"
 
+    # The statuses of a receipt a reconciler made from what they saw, where the external
+    # system gave no digest: a record its probes read or the state observed, a receipt id.
+    OBSERVED = "observed"
+    ATTESTED = "attested"
+
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT)
     action = models.OneToOneField(Action, on_delete=models.PROTECT, related_name="receipt")
     idempotency_key = models.CharField(max_length=900, blank=True)

@@ -21,7 +21,7 @@ from control.web.pages import (
 )
 from runs.action_ids import COMPENSATION_PREFIX
 from runs.exceptions import CheckpointError, GrantMismatch, RunsError
-from runs.models import Action, Approval, Run, RunEvent
+from runs.models import Action, Approval, Receipt, Run, RunEvent
 from runs.pages.lookalikes import Lookalike, lookalikes
 from runs.record.checkpoints import checkpoint_verify
 from runs.selectors import Duplicate
@@ -338,6 +338,16 @@ class ActionView(IntentText):
     @property
     def receipt_matches(self) -> bool:
         return self.receipt is not None and self.receipt.intent_digest == self.action.intent_digest
+
+    @property
+    def receipt_attested(self) -> bool:
+        """A receipt a reconciler made from what they saw (a record the probes read, a
+        receipt id, the observed state), not one the system echoed with the digest."""
+        return (
+            self.receipt is not None
+            and self.receipt.source == Receipt.Source.RECONCILER
+            and self.receipt.status in (Receipt.OBSERVED, Receipt.ATTESTED)
+        )
 
 
 def action_views(actions: list[Action]) -> list[ActionView]:

@@ -22,6 +22,7 @@ pytestmark = [
 ]
 
 QUEUE = "/reconciliation/"
+LOST_BODY = "Your refund of 12.00 EUR is on its way."
 
 
 def log_in_to(page, username: str, path: str) -> None:
@@ -44,20 +45,22 @@ def lost_notification(tenant, *, recipient: str = "ana@example.com") -> Action:
         tenant,
         tool="notify.send",
         target=recipient,
-        args={"body": "Your refund of 12.00 EUR is on its way."},
+        args={"body": LOST_BODY},
     )
     make_uncertain(action)
     return action
 
 
-def deliver_as_the_lost_request_did(sandbox: str, action: Action) -> dict:
+def notify(sandbox: str, recipient: str, body: str) -> dict:
     answer = requests.post(
-        f"{sandbox}notifications",
-        timeout=5,
-        json={"recipient": action.target, "body": action.args["body"]},
+        f"{sandbox}notifications", timeout=5, json={"recipient": recipient, "body": body}
     )
     answer.raise_for_status()
     return answer.json()
+
+
+def deliver_as_the_lost_request_did(sandbox: str, action: Action) -> dict:
+    return notify(sandbox, action.target, action.args["body"])
 
 
 def settled(action: Action) -> ReconciliationCase:
@@ -73,6 +76,7 @@ def case_url(case: ReconciliationCase) -> str:
 def test_a_reconciler_probes_then_resolves_a_delivered_notification_as_applied(page, sandbox):
     tenant = make_tenant()
     make_user(tenant, "reconciler", username="rita")
+    notify(sandbox, "ana@example.com", LOST_BODY)  # the same message, sent before: not it
     action = lost_notification(tenant)
     receipt = deliver_as_the_lost_request_did(sandbox, action)
     case = settled(action)
@@ -98,20 +102,36 @@ def test_a_reconciler_probes_then_resolves_a_delivered_notification_as_applied(p
     expect(page.locator(".findings > li")).to_have_count(4)
     page.get_by_text("Applied: it took effect…").click()
     panel = page.locator("#resolve-applied")
-    panel.get_by_label("Receipt id").fill(receipt["receipt_id"])
-    panel.get_by_label("The intent digest that receipt carries").fill(receipt["intent_digest"])
+    # The notifier lists what it sent with ids and times but no digest: the reconciler
+    # points at the record, and no field asks for a digest.
+    record = panel.locator("[data-candidate]")
+    expect(record).to_have_count(1)
+    expect(record).to_contain_text(receipt["receipt_id"])
+    expect(record).to_contain_text("after the first attempt started · the same target, body")
+    expect(panel.locator("[data-earlier-records]")).to_contain_text(
+        "1 other record with the same values was created before the first attempt started"
+    )
+    record.get_by_role("radio").check()
     panel.get_by_label("Why (kept in the audit log)").fill("the notifier lists it, sent 10:02")
     screenshot(page, "reconciliation-case-applied-evidence")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "reconciliation-case-applied-evidence-on-a-phone")
+    page.set_viewport_size({"width": 1280, "height": 900})
     panel.get_by_role("button", name="Resolve as applied").click()
 
     expect(page.locator("[data-outcome]")).to_contain_text("Resolved as applied")
     expect(page.locator("#resolution-title")).to_have_text("Resolved: applied")
+    expect(page.locator("#resolution")).to_contain_text(receipt["receipt_id"])
     screenshot(page, "reconciliation-case-resolved-applied")
     page.goto(reverse("run_detail", args=[action.run_id]))
     expect(page.locator("[data-receipt]")).to_contain_text(receipt["receipt_id"])
-    expect(page.locator("[data-receipt]")).to_contain_text("digest matches")
+    expect(page.locator("[data-receipt]")).to_contain_text("a reconciler's evidence")
     action.refresh_from_db()
-    assert (action.status, action.receipt.source) == ("succeeded", "reconciler")
+    assert (action.status, action.receipt.source, action.receipt.receipt_id) == (
+        "succeeded",
+        "reconciler",
+        receipt["receipt_id"],
+    )
 
 
 def test_a_receipt_whose_digest_differs_is_refused_in_the_browser(page, sandbox):
@@ -124,7 +144,7 @@ def test_a_receipt_whose_digest_differs_is_refused_in_the_browser(page, sandbox)
     page.get_by_text("Applied: it took effect…").click()
     panel = page.locator("#resolve-applied")
     panel.get_by_label("Receipt id").fill("ntf_someone_elses")
-    panel.get_by_label("The intent digest that receipt carries").fill(OTHER_DIGEST)
+    panel.get_by_label("The intent digest it carries (optional)").fill(OTHER_DIGEST)
     panel.get_by_label("Why (kept in the audit log)").fill("found a receipt")
     panel.get_by_role("button", name="Resolve as applied").click()
 
@@ -195,7 +215,7 @@ def test_compensate_proposes_a_refund_that_appears_in_the_inbox(page, sandbox, s
     page.get_by_text("Compensate: undo it…").click()
     panel = page.locator("#resolve-compensate")
     panel.get_by_label("Receipt id").fill(charge["receipt_id"])
-    panel.get_by_label("The intent digest that receipt carries").fill(charge["intent_digest"])
+    panel.get_by_label("The intent digest it carries (optional)").fill(charge["intent_digest"])
     panel.get_by_label("Why (kept in the audit log)").fill("the customer cancelled the order")
     panel.get_by_role("button", name="Record it and propose payment.refund").click()
 
