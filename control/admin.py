@@ -19,10 +19,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from control.auth.login import AdminLoginForm
-from control.foundation.tenancy import verified_memberships
-from control.models import ApiToken, AuditEntry, Membership, Role, Tenant
-
-ADMIN_READER_ROLES = (Role.AUDITOR, Role.ADMIN)
+from control.foundation.tenancy import EVIDENCE_READER_ROLES, verified_memberships
+from control.models import ApiToken, AuditEntry, Membership, Tenant
 
 # The admin's login is throttled and says so, like the site's.
 admin.site.login_form = AdminLoginForm
@@ -42,7 +40,7 @@ def admin_tenant_ids(request: HttpRequest) -> frozenset:
     cached = getattr(request, "_countersign_admin_tenants", None)
     if cached is None:
         user = request.user
-        rows = Membership.objects.filter(user=user, role__in=ADMIN_READER_ROLES)
+        rows = Membership.objects.filter(user=user, role__in=EVIDENCE_READER_ROLES)
         cached = frozenset(
             row.tenant_id
             for row in (verified_memberships(rows)[0] if user.is_active and user.is_staff else ())

@@ -14,7 +14,7 @@ from django.utils.text import slugify
 
 from control.exceptions import AlreadyExists, InvalidInput, NotFound
 from control.foundation.audit import audit_record
-from control.foundation.tenancy import MEMBERSHIP_ROWS
+from control.foundation.tenancy import EVIDENCE_READER_ROLES, MEMBERSHIP_ROWS
 from control.models import ApiToken, Membership, Role, Tenant
 
 TOKEN_PREFIX = "cs_"
@@ -52,11 +52,20 @@ def tenant_create(*, name: str, actor: str) -> Tenant:
 
 @transaction.atomic
 def member_add(
-    *, tenant: Tenant, username: str, role: str, actor: str, password: str | None = None
+    *,
+    tenant: Tenant,
+    username: str,
+    role: str,
+    actor: str,
+    password: str | None = None,
+    admin_site: bool = False,
 ) -> Membership:
-    """Gives `username` a role in `tenant`, creating the user when missing."""
+    """Gives `username` a role in `tenant`, creating the user when missing. `admin_site` lets
+    them into the read-only admin (staff): an auditor or admin sees their tenants there."""
     if role not in Role.values:
         raise InvalidInput(f"role must be one of {', '.join(Role.values)}; got {role!r}")
+    if admin_site and role not in EVIDENCE_READER_ROLES:
+        raise InvalidInput(f"the admin site is for auditors and admins, not for the {role} role")
     user_model = get_user_model()
     user, created = user_model.objects.get_or_create(username=username)
     if password is not None:
@@ -69,6 +78,9 @@ def member_add(
     elif created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
+    if admin_site and not user.is_staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
     membership, _ = Membership.objects.get_or_create(tenant=tenant, user=user, role=role)
     # Signed even when it existed: re-adding a member is how an admin vouches again for a
     # row that no longer verifies (verify_audit names it).
@@ -79,7 +91,7 @@ def member_add(
         tenant=tenant,
         object_type="user",
         object_id=str(user.pk),
-        data={"username": username, "role": role},
+        data={"username": username, "role": role, "admin_site": user.is_staff},
     )
     return membership
 

@@ -76,7 +76,7 @@ TEMPLATES = [
             ],
             # `shown`, `shown_json`, `lookalike_flags`: every page shows an agent's targets
             # and arguments through them (runs/pages/lookalikes.py).
-            "builtins": ["runs.templatetags.agent_text"],
+            "builtins": ["runs.templatetags.agent_text", "control.templatetags.moments"],
         },
     },
 ]

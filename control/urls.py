@@ -36,6 +36,7 @@ urlpatterns = [
     path("mcp/", mcp_endpoint, name="mcp"),
     path("mcp", mcp_endpoint),
     path("receipts/", include("runs.pages.receipts_urls")),
+    path("audit/", include("control.web.audit_urls")),
     path("reconciliation/", include("reconciliation.urls")),
     # The demo's fake external systems, with no login and no CSRF: only where SANDBOX_ENABLED.
     *([path("sandbox/", include("sandbox.urls"))] if settings.SANDBOX_ENABLED else []),

@@ -123,6 +123,8 @@ def setup_steps(passwords: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
             # One argument: a generated password may begin with "-", which argparse would
             # read as an option.
             f"--password={passwords[username]}",
+            # The demo's auditor and admin read the evidence in the read-only admin too.
+            *(("--admin-site",) if username in ("auditor", "admin") else ()),
         )
         steps.append((f"user {username}", add_member))
     return steps

@@ -11,6 +11,8 @@ from control.models import Membership, Role, Tenant
 
 APPROVER_ROLES = frozenset({Role.OPERATOR, Role.ADMIN})
 RECONCILER_ROLES = frozenset({Role.RECONCILER, Role.ADMIN})
+# Who reads the evidence: the receipts ledger, the audit page, the read-only admin.
+EVIDENCE_READER_ROLES = frozenset({Role.AUDITOR, Role.ADMIN})
 
 
 # Who holds which role decides who may approve: a membership row is signed when the

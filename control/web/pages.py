@@ -22,6 +22,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
 
 from control.foundation.tenancy import verified_memberships
 from control.models import Membership, Role, Tenant
@@ -36,6 +37,16 @@ ADMIN_ROLES = frozenset({Role.ADMIN})
 class TenantChoice:
     tenant: Tenant
     roles: frozenset[str]
+
+
+class TenantRequest(HttpRequest):
+    """A request past `tenant_member`, as the type checker should see it: what it sets, and
+    django-htmx's details."""
+
+    tenant: Tenant
+    roles: frozenset[str]
+    tenant_choices: list[TenantChoice]
+    htmx: HtmxDetails
 
 
 def memberships_of(user) -> list[TenantChoice]:

@@ -15,10 +15,8 @@ costs the same queries on page 1 and page 1,000; the queries are in runs.selecto
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from urllib.parse import urlencode
 
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -26,13 +24,12 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from control.models import Role
+from control.foundation.tenancy import EVIDENCE_READER_ROLES
+from control.web.exports import csv_lines
 from control.web.pages import tenant_member
 from runs import selectors
 from runs.models import Action, Receipt
 from runs.services import ledger_export_record
-
-LEDGER_ROLES = (Role.AUDITOR, Role.ADMIN)
 
 
 @dataclass(frozen=True)
@@ -106,20 +103,6 @@ UNRECEIPTED_COLUMNS = (
     "last_attempt_error_class",
     "proposed_at",
 )
-# A cell starting with one of these is a formula to a spreadsheet; targets and receipt ids
-# come from agents and external systems, so they are never trusted to be plain text.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _cell(value) -> str | int:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, int):
-        return value
-    text = str(value)
-    return "'" + text if text.startswith(_FORMULA_STARTS) else text
 
 
 def _receipt_line(receipt: Receipt) -> list:
@@ -160,17 +143,10 @@ def _unreceipted_line(action: Action) -> list:
     ]
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
-def csv_lines(view: LedgerView, rows: Iterable) -> Iterator[str]:
-    writer = csv.writer(_Echo())
-    yield writer.writerow(RECEIPT_COLUMNS if view.of_receipts else UNRECEIPTED_COLUMNS)
+def csv_of(view: LedgerView, rows: Iterable) -> Iterator[str]:
     line = _receipt_line if view.of_receipts else _unreceipted_line
-    for row in rows:
-        yield writer.writerow([_cell(value) for value in line(row)])
+    header = RECEIPT_COLUMNS if view.of_receipts else UNRECEIPTED_COLUMNS
+    return csv_lines(header, (line(row) for row in rows))
 
 
 # --- Pages -------------------------------------------------------------------------------
@@ -184,7 +160,7 @@ def _view_of(request: HttpRequest) -> LedgerView:
 
 
 @require_GET
-@tenant_member(*LEDGER_ROLES)
+@tenant_member(*EVIDENCE_READER_ROLES)
 def receipt_ledger(request: HttpRequest) -> HttpResponse:
     view = _view_of(request)
     page = selectors.ledger_page(
@@ -202,14 +178,14 @@ def receipt_ledger(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@tenant_member(*LEDGER_ROLES)
+@tenant_member(*EVIDENCE_READER_ROLES)
 def receipt_export(request: HttpRequest) -> StreamingHttpResponse:
     """The whole view as CSV, streamed; each export is in the audit chain."""
     view = _view_of(request)
     ledger_export_record(tenant=request.tenant, actor=request.user.get_username(), view=view.key)
     rows = selectors.ledger_rows(tenant=request.tenant, view=view.key).iterator(chunk_size=2000)
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-    response = StreamingHttpResponse(csv_lines(view, rows), content_type="text/csv")
+    response = StreamingHttpResponse(csv_of(view, rows), content_type="text/csv")
     response["Content-Disposition"] = (
         f'attachment; filename="receipts-{request.tenant.name}-{view.key}-{stamp}.csv"'
     )

@@ -60,12 +60,13 @@ def page(browser, live_server, request):
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
-def log_in(page, username: str) -> None:
+def log_in(page, username: str, *, landing: str = "/inbox/") -> None:
+    """Logs in and waits for the page the person's roles land on (an auditor's: /receipts/)."""
     page.goto(reverse("login"))
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/inbox/")
+    page.wait_for_url(f"**{landing}")
 
 
 def screenshot(page, name: str) -> Path:

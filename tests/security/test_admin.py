@@ -7,7 +7,9 @@ from itertools import count
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -234,6 +236,20 @@ def test_a_tenant_auditor_who_is_not_staff_is_sent_to_the_admin_login(client, te
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_addmember_admin_site_lets_an_auditor_in_and_refuses_it_for_an_operator(client, tenant):
+    call_command("addmember", tenant=tenant.name, username="ada", role="auditor", admin_site=True)
+    client.force_login(get_user_model().objects.get(username="ada"))
+    assert client.get(_url(Receipt, "changelist")).status_code == 200
+    granted = AuditEntry.objects.filter(verb="member.add", data__username="ada").get()
+    assert granted.data["admin_site"] is True
+
+    with pytest.raises(CommandError, match="not for the operator role"):
+        call_command(
+            "addmember", tenant=tenant.name, username="otto", role="operator", admin_site=True
+        )
+    assert not get_user_model().objects.filter(username="otto").exists()
 
 
 # --- Users and groups: managed by commands and audited services, never here ------------------

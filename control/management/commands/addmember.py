@@ -17,14 +17,20 @@ class Command(BaseCommand):
         parser.add_argument("--username", required=True)
         parser.add_argument("--role", required=True, choices=Role.values)
         parser.add_argument("--password", help="set this password (validated)")
+        parser.add_argument(
+            "--admin-site",
+            action="store_true",
+            help="let an auditor or admin into the read-only admin (/admin/) too",
+        )
 
-    def handle(self, *args, tenant, username, role, password, **options):
+    def handle(self, *args, tenant, username, role, password, admin_site, **options):
         try:
             membership = member_add(
                 tenant=tenant_get(tenant),
                 username=username,
                 role=role,
                 password=password,
+                admin_site=admin_site,
                 actor="manage.py addmember",
             )
         except ControlError as error:

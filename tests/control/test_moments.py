@@ -1,0 +1,36 @@
+"""`|moment`: one format for a moment everywhere, in the reader's time zone, relative beside."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+
+from control.templatetags.moments import moment, relative
+
+NOON = datetime(2026, 12, 7, 12, 0, 0, tzinfo=UTC)
+
+
+def test_a_moment_is_shown_in_the_active_time_zone_with_its_name_and_the_iso_value():
+    with timezone.override("Europe/Paris"):
+        shown = moment(NOON)
+    assert '<time datetime="2026-12-07T12:00:00+00:00">2026-12-07 13:00:00 CET</time>' in shown
+    assert '<span class="ago">(' in shown
+
+
+def test_short_leaves_the_relative_part_out():
+    with timezone.override("UTC"):
+        assert moment(NOON, "short") == (
+            '<time datetime="2026-12-07T12:00:00+00:00">2026-12-07 12:00:00 UTC</time>'
+        )
+
+
+def test_the_relative_part_reads_back_ahead_or_just_now():
+    assert relative(NOON - timedelta(hours=3), NOON) == "3\xa0hours ago"
+    assert relative(NOON + timedelta(minutes=5), NOON) == "in 5\xa0minutes"
+    assert relative(NOON - timedelta(seconds=20), NOON) == "just now"
+
+
+def test_anything_but_a_moment_shows_nothing():
+    assert moment(None) == ""
+    assert moment("2026-12-07") == ""
