@@ -125,6 +125,13 @@ class IntentText:
         return pretty_json(self.action.args)
 
     @cached_property
+    def summary(self) -> str:
+        """What the intent will do, in its tool's words (runs.tools.summaries); "" if none."""
+        if self.tool_text.tool is None:
+            return ""
+        return self.tool_text.tool.summarize(target=self.action.target, args=self.action.args)
+
+    @cached_property
     def target_lookalikes(self) -> list[Lookalike]:
         return lookalikes(self.action.target)
 

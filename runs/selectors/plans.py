@@ -15,8 +15,26 @@ from django.db.models import Prefetch, Q
 from control.models import Tenant
 from runs.models import Action, Plan
 from runs.selectors.pages import INBOX_PAGE_SIZE
+from runs.tools.errors import ToolError
+from runs.tools.registry import get_tool
+from runs.tools.summaries import money
 
 ITEMS_SHOWN = 50
+
+
+def _money_total(total: str, currency: str) -> str:
+    if currency == "?":
+        return "and amounts that are not whole minor units of a currency (not added)"
+    return money(int(total), currency)
+
+
+def intent_summary(action: Action) -> str:
+    """The intent's sentence in its tool's words; "" when the tool declares none or is gone."""
+    try:
+        tool = get_tool(action.tool, action.contract_version)
+    except ToolError:
+        return ""
+    return tool.summarize(target=action.target, args=action.args)
 
 
 @dataclass
@@ -38,6 +56,15 @@ class PlanSummary:
         return {name: Decimal(total) for name, total in self.plan.summary.get("totals", {}).items()}
 
     @property
+    def money_totals(self) -> list[tuple[str, str]]:
+        """The arguments written as money, each with its totals by currency: "1,500.00 EUR ·
+        12 JPY" (never one sum across currencies)."""
+        return [
+            (name, " · ".join(_money_total(total, currency) for currency, total in by.items()))
+            for name, by in self.plan.summary.get("money", {}).items()
+        ]
+
+    @property
     def unusual(self) -> list[tuple[str, str]]:
         """Of every item, not only those shown: (what, text) for each target or arguments
         that is not plain printable ASCII, the first UNUSUAL_SHOWN, for the look-alike check."""
@@ -48,10 +75,17 @@ class PlanSummary:
         return self.plan.summary.get("unusual_count", 0)
 
     @property
-    def rows(self) -> list[tuple[int, str, str, str]]:
-        """The first items as shown: number, tool, target, arguments as canonical JSON."""
+    def rows(self) -> list[tuple[int, str, str, str, str]]:
+        """The first items as shown: number, tool, target, arguments as canonical JSON, and
+        the tool's sentence for it."""
         return [
-            (item.position + 1, item.tool, item.target, json.dumps(item.args, sort_keys=True))
+            (
+                item.position + 1,
+                item.tool,
+                item.target,
+                json.dumps(item.args, sort_keys=True),
+                intent_summary(item),
+            )
             for item in self.plan.shown_items
         ]
 

@@ -128,7 +128,7 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
         base_version=run.state_version + 1,
         base_event_seq=run.last_event_seq + 1,
         size=len(frozen),
-        summary=plan_summary_of((e[0].tool, e[1], e[2]) for e in frozen),
+        summary=plan_summary_of((e[0].tool, e[0].contract_version, e[1], e[2]) for e in frozen),
     )
     items = Action.objects.bulk_create(
         Action(
@@ -299,7 +299,9 @@ def plan_revise(
         base_version=run.state_version + 1,
         base_event_seq=run.last_event_seq + 1,
         size=len(kept),
-        summary=plan_summary_of((item.tool, item.target, item.args) for item in kept),
+        summary=plan_summary_of(
+            (item.tool, item.contract_version, item.target, item.args) for item in kept
+        ),
         supersedes=plan,
     )
     authored([revised.pk])

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from control.foundation.canonical import canonical_json, content_hash, intent_digest
 from control.foundation.redaction import redact
+from runs.tools import summaries
 from runs.tools.calls import Timeout, ToolCall, ToolReceipt
 from runs.tools.errors import (
     InvalidArguments,
@@ -60,6 +61,9 @@ class Tool(ABC):
     kind: ClassVar[str] = "python"
     # One line for the people who approve and reconcile its intents.
     description: ClassVar[str] = ""
+    # One intent's sentence, a template over its target and args (runs.tools.summaries):
+    # "Charge {args.amount_cents|money:args.currency} to {target}". "" says nothing more.
+    summary: ClassVar[str] = ""
     # How many calls of this tool's connector one worker may have out at once within a
     # batch (runs.execution.drain); 1 sends them one after another.
     concurrency: ClassVar[int] = 1
@@ -75,6 +79,7 @@ class Tool(ABC):
             raise TypeError(f"{cls.__name__}.effect_class must be one of {EFFECT_CLASSES}")
         check_schema(cls.args_schema)
         check_schema(cls.target_schema)
+        summaries.check(cls.summary, cls.args_schema)
         if cls.target_schema["type"] != "string" or cls.args_schema["type"] != "object":
             raise TypeError(f"{cls.__name__}: targets are strings and args are objects")
 
@@ -85,6 +90,16 @@ class Tool(ABC):
     def connector(self) -> str:
         """The connector this tool belongs to: its name up to the first dot."""
         return self.name.split(".", 1)[0]
+
+    def summarize(self, *, target: str, args: dict[str, Any]) -> str:
+        """What this intent will do, in the tool's words; "" when it declares no summary."""
+        if not self.summary:
+            return ""
+        return summaries.render(self.summary, tool=self.name, target=target, args=args)
+
+    def money_fields(self) -> dict[str, str]:
+        """The arguments its summary writes as money, each with its currency's spec."""
+        return summaries.money_fields(self.summary)
 
     def capabilities(self) -> list[str]:
         """What a person deciding about or reconciling this tool's intent should know, in words."""
@@ -235,6 +250,7 @@ class Tool(ABC):
             "connector": self.connector,
             "kind": self.kind,
             "description": self.description,
+            "summary": self.summary,
             "capabilities": self.capabilities(),
             "target_schema": copy.deepcopy(self.target_schema),
             "args_schema": copy.deepcopy(self.args_schema),

@@ -208,4 +208,4 @@ def test_each_operator_page_is_linked_once(client, tenant):
 
     nav = re.search(r'<nav class="mainnav".*?</nav>', page, re.S).group(0)
     labels = re.findall(r">([A-Z][a-z]+)</a>", nav)
-    assert labels == ["Inbox", "Runs", "Tools", "Reconciliation", "Receipts", "Policies"]
+    assert labels == ["Inbox", "Runs", "Tools", "Reconciliation", "Receipts", "Audit", "Policies"]

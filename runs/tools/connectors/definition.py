@@ -12,9 +12,10 @@ every effect class but read_only), target_schema and args_schema (the JSON Schem
 runs.tools.schema), normalize (spelling-only changes: strip, lower, upper, for the target
 and per argument), retry (per-tool limits and windows), compensation (the tool whose intent
 undoes this one, with its target and args as templates over the receipt and args),
-satisfied_when (the read state that shows the intent's goal already holds), description.
-A tool's meaning, frozen per contract version, is its table as written, without retry and
-description, with its connector's kind (see runs.services.definitions).
+satisfied_when (the read state that shows the intent's goal already holds), description,
+summary (one intent's sentence: runs.tools.summaries). A tool's meaning, frozen per contract
+version, is its table as written, without retry, description and summary (words for people,
+not what the tool does), with its connector's kind (see runs.services.definitions).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from control.foundation.redaction import redact, redact_document
+from runs.tools import summaries
 from runs.tools.connectors.fields import Fields
 from runs.tools.connectors.templates import (
     TemplateError,
@@ -46,7 +48,7 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "upper": str.upper,
 }
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-_NOT_MEANING = ("retry", "description")
+_NOT_MEANING = ("retry", "description", "summary")
 
 
 @dataclass
@@ -118,6 +120,7 @@ class ToolSpec:
     compensation: dict[str, Any] | None
     satisfied_when: tuple[str, Any] | None
     description: str
+    summary: str
     meaning: dict[str, Any]
 
 
@@ -151,8 +154,18 @@ def tool_spec(connector: ConnectorSpec, label: str, fields: Fields, raw_table: A
         compensation=_compensation(fields, args_schema),
         satisfied_when=_satisfied_when(fields),
         description=fields.string("description", ""),
+        summary=_summary(fields, args_schema),
         meaning={"kind": connector.kind, **meaning},
     )
+
+
+def _summary(fields: Fields, args_schema: dict[str, Any]) -> str:
+    summary = fields.string("summary", "")
+    try:
+        summaries.check(summary, args_schema)
+    except summaries.SummaryError as error:
+        raise fields.error("summary", str(error)) from error
+    return summary
 
 
 def _schema(fields: Fields, name: str, kind: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class ConnectorTool(Tool):
         self.name = spec.name  # type: ignore[misc]
         self.kind = spec.connector.kind  # type: ignore[misc]
         self.description = spec.description  # type: ignore[misc]
+        self.summary = spec.summary  # type: ignore[misc]
         self.concurrency = spec.connector.concurrency  # type: ignore[misc]
         self.contract_version = spec.contract_version  # type: ignore[misc]
         self.effect_class = spec.effect_class  # type: ignore[misc]
