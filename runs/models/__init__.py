@@ -17,6 +17,7 @@ from runs.models.intents import (
     Attempt,
     OutboxMessage,
     Receipt,
+    Risk,
     ToolDefinition,
     ToolPolicy,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "OutboxMessage",
     "Plan",
     "Receipt",
+    "Risk",
     "Run",
     "RunEvent",
     "StandingGrant",

@@ -13,6 +13,15 @@ from control.models import SignedRow, Tenant
 from runs.models.runs import Observation, Run
 
 
+class Risk(models.IntegerChoices):
+    """How much is at stake in one write, as the tenant rates the tool: ordered, so the inbox
+    sorts by it (runs.selectors.core.risk_of says the default)."""
+
+    LOW = 1, "low"
+    HIGH = 2, "high"
+    IRREVERSIBLE = 3, "irreversible"
+
+
 class ToolPolicy(SignedRow):
     """A tenant's approval rules for one tool; absent rows fall back to the tool's defaults.
     Signed (runs.record.signed_rows): a row that does not verify is read as the strictest
@@ -34,6 +43,8 @@ class ToolPolicy(SignedRow):
     # A link from the "approval requested" mail may decide without a logged-in session:
     # meant for low-risk tools only (runs.pages.decision_links).
     link_only_decisions = models.BooleanField(default=False)
+    # The tenant's rating of the tool; None: what the tool's nature says (risk_of).
+    risk = models.PositiveSmallIntegerField(choices=Risk.choices, null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -124,6 +135,8 @@ class Action(models.Model):
     needs_approval = models.BooleanField()
     four_eyes = models.BooleanField(default=False)
     required_approvals = models.PositiveSmallIntegerField(default=1)
+    # The tool's risk under the policy it was proposed under, frozen with it.
+    risk = models.PositiveSmallIntegerField(choices=Risk.choices, default=Risk.HIGH)
     status = models.CharField(max_length=32, choices=Status.choices)
     base_version = models.PositiveIntegerField()
     base_event_seq = models.PositiveIntegerField()

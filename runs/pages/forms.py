@@ -11,7 +11,7 @@ from django import forms
 from django.core.validators import validate_email
 from django.utils.html import format_html_join
 
-from runs.models import Action, Run
+from runs.models import Action, Risk, Run
 from runs.pages.lookalikes import shown, unshown
 from runs.tools.errors import ToolError
 from runs.tools.registry import all_tools, get_tool
@@ -140,6 +140,18 @@ class InboxFilterForm(FilterForm):
     tool = forms.ChoiceField(label="Tool", required=False)
     run = forms.CharField(label="Run", required=False, max_length=36)
     proposer = forms.ChoiceField(label="Proposer", required=False)
+    risk = forms.TypedChoiceField(
+        label="Risk",
+        choices=[("", "Any risk"), *Risk.choices],
+        coerce=int,
+        empty_value=None,
+        required=False,
+    )
+    sort = forms.ChoiceField(
+        label="Order",
+        choices=[("", "Soonest to expire"), ("risk", "Highest risk first")],
+        required=False,
+    )
 
     def __init__(self, data=None, *, proposers: list[str] = (), **kwargs):
         super().__init__(data, **kwargs)
@@ -290,6 +302,13 @@ class ToolPolicyForm(forms.Form):
     )
     link_only_decisions = forms.BooleanField(
         label="Decide from the mail link without signing in", required=False
+    )
+    risk = forms.TypedChoiceField(
+        label="Risk",
+        choices=[("", "by its nature"), *Risk.choices],
+        coerce=int,
+        empty_value=None,
+        required=False,
     )
 
     def __init__(self, *args, **kwargs):

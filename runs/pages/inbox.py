@@ -52,6 +52,8 @@ def _inbox_filters(request: HttpRequest, query) -> tuple[InboxFilterForm, select
         run=form.value("run"),
         proposer=form.value("proposer"),
         search=form.value("q"),
+        risk=form.value("risk") or None,
+        by_risk=form.value("sort") == "risk",
     )
     return form, filters
 

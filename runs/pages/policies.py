@@ -15,6 +15,7 @@ from control.web.pages import (
     tenant_member,
 )
 from runs import selectors, services
+from runs.models import Risk
 from runs.pages.forms import (
     StandingRuleForm,
     ToolPolicyForm,
@@ -36,6 +37,7 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
     for tool in tool_names():
         if posted is not None and posted.data.get("tool") == tool:
             posted.tool_name, posted.slug, posted.stored = tool, _slug(tool), tool in stored
+            posted.nature = Risk(selectors.nature_risk(tool)).label
             forms.append(posted)
             continue
         policy = stored.get(tool)
@@ -53,10 +55,12 @@ def _policy_forms(tenant: Tenant, posted: ToolPolicyForm | None = None) -> list[
             "escalation_minutes": _minutes(policy.escalation_seconds) if policy else None,
             "escalation_contacts": ", ".join(policy.escalation_contacts) if policy else "",
             "link_only_decisions": policy.link_only_decisions if policy else False,
+            "risk": policy.risk if policy else None,
         }
         form = ToolPolicyForm(initial=initial, auto_id=policy_field_id(tool))
         form.tool_name, form.slug, form.stored = tool, _slug(tool), policy is not None
         form.unverified = policy.unverified if policy else ""
+        form.nature = Risk(selectors.nature_risk(tool)).label
         forms.append(form)
     return forms
 
@@ -93,6 +97,7 @@ def tool_policies(request: HttpRequest) -> HttpResponse:
                 escalation_seconds=(data["escalation_minutes"] or 0) * 60 or None,
                 escalation_contacts=data["escalation_contacts"],
                 link_only_decisions=data["link_only_decisions"],
+                risk=data["risk"],
                 actor=request.user.get_username(),
             )
             messages.success(request, f"Saved the policy for {data['tool']}.")

@@ -70,12 +70,23 @@ class ToolText:
         return f"{self.tool.connector} · {self.tool.kind}" if self.tool else ""
 
     @property
+    def undo_text(self) -> str:
+        """Whether anything undoes a write of the tool, in words."""
+        if self.tool is None:
+            return ""
+        if self.tool.effect_class == "read_only":
+            return "changes nothing"
+        if self.tool.compensation:
+            return f"undone by {self.tool.compensation}"
+        return "cannot be undone"
+
+    @property
     def phrases(self) -> list[str]:
         if self.tool is None:
             return []
         said = self.tool.capabilities()
-        if self.tool.compensation:
-            said.append(f"undone by {self.tool.compensation}")
+        if self.tool.effect_class != "read_only":
+            said.append(self.undo_text)
         return said
 
     def __str__(self) -> str:

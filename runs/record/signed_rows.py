@@ -24,6 +24,8 @@ POLICY_ROWS = SignedRows(
         "escalation_seconds": row.escalation_seconds,
         "escalation_contacts": row.escalation_contacts,
         "link_only_decisions": row.link_only_decisions,
+        # Signed once set; a row from before the field signed without it and still verifies.
+        **({"risk": row.risk} if row.risk is not None else {}),
     },
 )
 

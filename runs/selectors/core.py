@@ -17,14 +17,16 @@ from runs.models import (
     Action,
     Approval,
     Observation,
+    Risk,
     Run,
     ToolPolicy,
 )
 from runs.record.signed_rows import POLICY_ROWS
 from runs.selectors.case_reasons import REASONS, cases_with_reasons
 from runs.selectors.connectors import connectors_enabled, default_needs_approval, tenant_tool
-from runs.tools.errors import UnsupportedTool
-from runs.tools.registry import all_tools
+from runs.tools.base import Tool
+from runs.tools.errors import ToolError, UnsupportedTool
+from runs.tools.registry import all_tools, get_tool
 
 
 def run_by_id(run_id: str, *, tenant=None) -> Run | None:
@@ -62,6 +64,20 @@ class Policy:
     # Why the tenant's policy row was not trusted (control.foundation.row_signing), or ""
     # when it was.
     problem: str = ""
+    risk: int = Risk.HIGH
+
+
+def risk_of(tool: Tool | None) -> int:
+    """A tool's risk by its nature, where the tenant has not rated it: a read is low; a write
+    nothing undoes and a resend repeats (a message sent) is irreversible; any other write is
+    high. An unknown tool is high."""
+    if tool is None:
+        return Risk.HIGH
+    if tool.effect_class == "read_only":
+        return Risk.LOW
+    if tool.effect_class == "not_retriable" and not tool.compensation:
+        return Risk.IRREVERSIBLE
+    return Risk.HIGH
 
 
 def policy_for(*, tenant: Tenant, tool: str) -> Policy:
@@ -84,6 +100,7 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
                 ),
                 standing_grants_allowed=False,
                 problem=problem,
+                risk=Risk.IRREVERSIBLE,
             )
         return Policy(
             row.needs_approval,
@@ -91,6 +108,7 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
             row.required_approvals,
             row.approval_seconds,
             row.standing_grants_allowed,
+            risk=row.risk or nature_risk(tool),
         )
     # No row: the tool's definition decides, from the connector file, with the tenant's
     # enablement of its connector (signed: runs.record.signed_rows).
@@ -99,16 +117,26 @@ def policy_for(*, tenant: Tenant, tool: str) -> Policy:
         adapter = tenant_tool(tenant=tenant, name=tool, enabled=enabled)
     except UnsupportedTool:
         # Fail closed: a tool no longer registered, or not enabled here, needs a person.
-        needs_approval = True
+        needs_approval, risk = True, risk_of(None)
     else:
         reads = enabled[adapter.connector]
         needs_approval = default_needs_approval(adapter, reads_without_approval=reads)
+        risk = risk_of(adapter)
     return Policy(
         needs_approval=needs_approval,
         four_eyes=False,
         required_approvals=1,
         approval_seconds=settings.COUNTERSIGN_APPROVAL_SECONDS,
+        risk=risk,
     )
+
+
+def nature_risk(tool: str) -> int:
+    """risk_of the tool of that name as this server has it (high for one it no longer has)."""
+    try:
+        return risk_of(get_tool(tool))
+    except ToolError:
+        return risk_of(None)
 
 
 def verified_policies(queryset: QuerySet[ToolPolicy]) -> list[ToolPolicy]:

@@ -47,9 +47,12 @@ class InboxFilters:
     run: str = ""
     proposer: str = ""
     search: str = ""
+    risk: int | None = None
+    # Highest risk first (then soonest to expire) instead of soonest to expire.
+    by_risk: bool = False
 
     def is_empty(self) -> bool:
-        return not (self.tool or self.run or self.proposer or self.search)
+        return not (self.tool or self.run or self.proposer or self.search or self.risk)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ def _inbox_rows(tenant: Tenant, filters: InboxFilters) -> QuerySet[Action]:
             return rows.none()
     if filters.proposer:
         rows = rows.filter(proposed_by=filters.proposer)
+    if filters.risk:
+        rows = rows.filter(risk=filters.risk)
     if filters.search:
         term = filters.search
         rows = rows.filter(
@@ -93,35 +98,42 @@ def _inbox_rows(tenant: Tenant, filters: InboxFilters) -> QuerySet[Action]:
     return rows
 
 
-def _inbox_cursor(action: Action) -> str:
-    return f"{action.expires_at.isoformat()}~{action.pk}"
+def _inbox_cursor(action: Action, *, by_risk: bool) -> str:
+    place = f"{action.expires_at.isoformat()}~{action.pk}"
+    return f"{action.risk}~{place}" if by_risk else place
 
 
-def _after_inbox_cursor(rows: QuerySet[Action], cursor: str) -> QuerySet[Action]:
+def _after_inbox_cursor(rows: QuerySet[Action], cursor: str, *, by_risk: bool) -> QuerySet[Action]:
     try:
+        if by_risk:
+            risk_text, cursor = cursor.split("~", 1)
+            risk = int(risk_text)
         moment, pk = cursor.split("~", 1)
         expires_at, pk = datetime.fromisoformat(moment), uuid.UUID(pk)
     except ValueError:
         return rows
-    return rows.filter(Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, pk__gt=pk))
+    later = Q(expires_at__gt=expires_at) | Q(expires_at=expires_at, pk__gt=pk)
+    if by_risk:
+        return rows.filter(Q(risk__lt=risk) | Q(risk=risk) & later)
+    return rows.filter(later)
 
 
 def inbox_page(*, tenant: Tenant, filters: InboxFilters, after: str = "") -> Page:
     """Requests waiting for a decision, soonest to expire first (overdue ones lead: they show
-    as expired, never approvable)."""
+    as expired, never approvable), or highest risk first and then soonest to expire."""
     rows = _inbox_rows(tenant, filters).filter(
         status=Action.Status.WAITING_APPROVAL, expires_at__isnull=False
     )
+    by_risk = filters.by_risk
     if after:
-        rows = _after_inbox_cursor(rows, after)
+        rows = _after_inbox_cursor(rows, after, by_risk=by_risk)
+    order = ("-risk", "expires_at", "pk") if by_risk else ("expires_at", "pk")
     found = list(
-        rows.prefetch_related(_approvals_prefetch()).order_by("expires_at", "pk")[
-            : INBOX_PAGE_SIZE + 1
-        ]
+        rows.prefetch_related(_approvals_prefetch()).order_by(*order)[: INBOX_PAGE_SIZE + 1]
     )
     more = len(found) > INBOX_PAGE_SIZE
     found = found[:INBOX_PAGE_SIZE]
-    return Page(found, _inbox_cursor(found[-1]) if more else "")
+    return Page(found, _inbox_cursor(found[-1], by_risk=by_risk) if more else "")
 
 
 def inbox_waiting_count(*, tenant: Tenant, filters: InboxFilters) -> int:

@@ -214,6 +214,7 @@ def _action_freeze(
         needs_approval=policy.needs_approval,
         four_eyes=policy.four_eyes,
         required_approvals=policy.required_approvals,
+        risk=policy.risk,
         status=Status.WAITING_APPROVAL if policy.needs_approval else Status.APPROVED,
         base_version=run.state_version + 1,
         base_event_seq=run.last_event_seq + 1,

@@ -193,6 +193,7 @@ def _restore_pending_action(run: Run, pending: dict) -> Action:
         needs_approval=True,
         four_eyes=policy.four_eyes,
         required_approvals=policy.required_approvals,
+        risk=policy.risk,
         status=Status.WAITING_APPROVAL,
         base_version=run.state_version,
         base_event_seq=run.last_event_seq,

@@ -153,6 +153,7 @@ def _plan_freeze(run: Run, frozen: list, digest: str, observation, proposed_by: 
             needs_approval=True,
             four_eyes=plan.four_eyes,
             required_approvals=plan.required_approvals,
+            risk=by_tool[item.tool].risk,
             status=Status.WAITING_APPROVAL,
             base_version=plan.base_version,
             base_event_seq=plan.base_event_seq,

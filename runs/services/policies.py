@@ -12,6 +12,7 @@ from runs.exceptions import (
     InvalidArguments,
 )
 from runs.models import (
+    Risk,
     ToolPolicy,
 )
 from runs.record.signed_rows import POLICY_ROWS
@@ -33,6 +34,7 @@ def tool_policy_set(
     escalation_seconds: int | None = None,
     escalation_contacts: list[str] | None = None,
     link_only_decisions: bool = False,
+    risk: int | None = None,
 ) -> ToolPolicy:
     """Sets a tenant's approval policy for one tool; intents proposed from now on follow it
     (those already frozen keep the policy they were proposed under). The escalation and
@@ -41,6 +43,8 @@ def tool_policy_set(
         get_tool(tool)
     except tool_errors.ToolError as error:
         raise InvalidArguments(str(error)) from None
+    if risk is not None and risk not in Risk.values:
+        raise InvalidArguments(f"risk must be one of {', '.join(Risk.labels)}, or unset")
     contacts = list(escalation_contacts or [])
     if (escalation_seconds is None) != (not contacts):
         raise InvalidArguments("an escalation needs both a time and at least one contact")
@@ -60,6 +64,7 @@ def tool_policy_set(
         "escalation_seconds": escalation_seconds,
         "escalation_contacts": contacts,
         "link_only_decisions": link_only_decisions,
+        "risk": risk,
     }
     policy, _ = ToolPolicy.objects.update_or_create(tenant=tenant, tool=tool, defaults=values)
     # Only rows signed here decide (runs.selectors.policy_for); saving a policy again is also
