@@ -65,7 +65,6 @@ def plan_summary_of(items: Iterable[tuple[str, str, str, dict[str, Any]]]) -> di
         "tools": sorted(tools.items()),
         "differing": [name for name in sorted(values) if len(values[name]) > 1],
         "totals": {name: str(total) for name, total in sorted(totals.items())},
-
         "unusual": unusual[:UNUSUAL_SHOWN],
         "unusual_count": len(unusual),
         # Only where a tool writes money: a summary without it reads as it always did.
