@@ -7,5 +7,6 @@ class ControlConfig(AppConfig):
     name = "control"
 
     def ready(self) -> None:
-        # Connects the login audit and throttling signal handlers.
+        # Connects the login audit and throttling signal handlers, and the time zone's.
         from control.auth import signals  # noqa: F401
+        from control.web import zones  # noqa: F401

@@ -200,3 +200,16 @@ class MetricCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.metric}{{{self.label_a},{self.label_b}}} {self.value:+d}"
+
+
+class Preference(models.Model):
+    """What a person chose for their own pages: the time zone moments are shown in ("" is
+    the server's, TIME_ZONE). Read into the session at login (control.web.zones)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference"
+    )
+    time_zone = models.CharField(max_length=64, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.user} prefers {self.time_zone or 'the server time zone'}"

@@ -11,7 +11,7 @@ from control.api import api
 from control.auth.login import login_view
 from control.auth.passwords import password_change_view
 from control.metrics import metrics_view
-from control.web import health, pages
+from control.web import health, pages, zones
 from control.web.dashboard import dashboard_urls
 from runs.gateway.http import mcp_endpoint
 
@@ -23,6 +23,7 @@ urlpatterns = [
     # No password reset: the deployment sends no mail by default (SECURITY.md).
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", password_change_view, name="password_change"),
+    path("accounts/time_zone/", zones.time_zone_view, name="time_zone"),
     path(
         "accounts/password_change/done/",
         PasswordChangeDoneView.as_view(),

@@ -2,8 +2,8 @@
 
 `{{ value|moment }}` renders `<time datetime="2026-12-07T13:58:04+00:00">2026-12-07 13:58:04
 UTC</time> <span class="ago">(3 minutes ago)</span>` in the reader's time zone (the one
-activated for the request); a moment ahead reads "in 3 minutes". `|moment:"short"` leaves the
-relative part out, for dense tables where the column heading already says what it is.
+activated for the request); a moment ahead reads "in 3 minutes". `|moment:"short"` puts the
+relative part in the title instead, for dense tables.
 Within a minute either way it reads "just now".
 """
 
@@ -38,7 +38,9 @@ def moment(value, style: str = "") -> SafeString | str:
     shown = timezone.localtime(value) if timezone.is_aware(value) else value
     absolute = date_format(shown, FORMAT)
     if style == "short":
-        return format_html('<time datetime="{}">{}</time>', value.isoformat(), absolute)
+        return format_html(
+            '<time datetime="{}" title="{}">{}</time>', value.isoformat(), relative(value), absolute
+        )
     return format_html(
         '<time datetime="{}">{}</time> <span class="ago">({})</span>',
         value.isoformat(),

@@ -39,7 +39,10 @@ CATEGORIES = {
         "the demo's external systems: no Countersign auth, like a third party's API; mounted "
         "only with SANDBOX_ENABLED (tests/security/test_sandbox_switch.py)"
     ),
-    "accounts/": "login (public), logout, password change (tests/security/test_passwords.py)",
+    "accounts/": (
+        "login (public), logout, password change (tests/security/test_passwords.py), one's "
+        "own time zone (tests/pages/test_time_zones.py)"
+    ),
     "mcp": "the MCP gateway: tenant tokens, 401 without (tests/gateway/test_mcp_http.py)",
     "decide/": (
         "a mail's decision link: the signed token is the credential, bound to one person "
