@@ -49,7 +49,9 @@ SQLITE_TESTS := tests/runs tests/reconciliation tests/faults/test_execution.py \
 	tests/faults/test_saga.py tests/faults/test_stale_worker.py \
 	tests/faults/test_checkpoint_recovery.py tests/faults/test_redis_loss.py \
 	tests/faults/test_tool_errors.py tests/faults/test_tool_crashes.py \
-	tests/test_migrations_current.py
+	tests/test_migrations_current.py tests/pages/test_risk.py tests/pages/test_time_zones.py \
+	tests/pages/test_audit_page.py tests/pages/test_summary_line.py \
+	tests/browser/test_cards.py tests/browser/test_audit.py tests/browser/test_reconciliation.py
 
 test-sqlite: $(STAMP)
 	scripts/ensure-services
