@@ -1,5 +1,5 @@
 """/audit/ in a real browser: an auditor finds who approved a write, exports what is shown,
-and sees an entry altered in the database named as such."""
+and sees an entry altered in the database named as such; and the receipts ledger fits."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from control.models import AuditEntry
 from tests.browser.conftest import log_in, screenshot
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.receipts.support import approved_action, send_with_receipt, send_without_answer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -82,3 +83,22 @@ def test_an_entry_altered_in_the_database_is_named_and_the_chain_says_where(page
     expect(page.locator("[data-chain-status]")).to_contain_text("chain broken")
     expect(page.locator("[data-chain-status]")).to_contain_text(f"entry #{granted.seq} was altered")
     screenshot(page, "audit-altered")
+
+
+def test_the_receipts_ledger_fits_1280_px_without_scrolling_sideways(page):
+    tenant = make_tenant()
+    make_user(tenant, "auditor", username="ada")
+    approver = make_user(tenant, "operator", username="olivia")
+    for number in range(3):
+        receipt_id = f"rcpt-{number}-" + "x" * 60  # long ids, as external systems make them
+        send_with_receipt(approved_action(tenant, approver), receipt_id=receipt_id)
+    send_without_answer(approved_action(tenant, approver))
+    log_in(page, "ada", landing="/receipts/")
+
+    for view in ("all", "unreceipted"):
+        page.goto(f"{reverse('receipt_ledger')}?view={view}")
+        expect(page.locator("#ledger tbody tr")).not_to_have_count(0)
+        table = page.locator(".table-wrap").first
+        scroll, client = table.evaluate("e => [e.scrollWidth, e.clientWidth]")
+        assert scroll <= client, f"the {view} view scrolls sideways at 1280 px: {scroll} > {client}"
+        screenshot(page, f"receipts-{view}")
