@@ -6,7 +6,16 @@ from __future__ import annotations
 from django.urls import path
 
 from control.web.pages import tenant_switch
-from runs.pages import catalog, decision_links, inbox, plans, policies, run_pages, standing
+from runs.pages import (
+    catalog,
+    decision_links,
+    inbox,
+    plans,
+    policies,
+    run_pages,
+    standing,
+    target_now,
+)
 
 urlpatterns = [
     path("inbox/", inbox.inbox, name="inbox"),
@@ -15,6 +24,7 @@ urlpatterns = [
     path("inbox/<uuid:action_pk>/reject/", inbox.inbox_reject, name="inbox_reject"),
     path("inbox/<uuid:action_pk>/edit/", inbox.inbox_edit, name="inbox_edit"),
     path("inbox/<uuid:action_pk>/ask-again/", inbox.inbox_ask_again, name="inbox_ask_again"),
+    path("inbox/<uuid:action_pk>/target/", target_now.inbox_target_now, name="inbox_target_now"),
     path("inbox/plans/<uuid:plan_pk>/", plans.inbox_plan, name="inbox_plan"),
     path(
         "inbox/plans/<uuid:plan_pk>/approve/", plans.inbox_plan_approve, name="inbox_plan_approve"

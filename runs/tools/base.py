@@ -199,6 +199,10 @@ class Tool(ABC):
         """The target's current external state; None when this tool has no read."""
         return None
 
+    def reads_target(self) -> bool:
+        """Whether `read` can say anything: a card offers "Read it now" only then."""
+        return type(self).read is not Tool.read
+
     def is_satisfied(self, *, target: str, args: dict[str, Any], state: dict[str, Any]) -> bool:
         """Does state (from read) show the intent's goal already holds?"""
         return False

@@ -5,6 +5,7 @@ money up by currency."""
 from __future__ import annotations
 
 import pytest
+import requests
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -90,3 +91,25 @@ def test_each_card_says_what_approve_will_do_and_its_risk(page, waiting):
     expect(cards.first).to_have_id(f"action-{close.pk}")
     page.goto(reverse("run_detail", args=[charge.run_id]))
     expect(page.locator("[data-summary]")).to_have_text("Charge 50,000.00 EUR to cus_42")
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "sandbox"])
+def test_reading_the_target_now_says_when_the_goal_already_holds(page, sandbox):
+    tenant = make_tenant()
+    make_user(tenant, "operator", username="olivia")
+    close = make_action(make_run(tenant), target="ticket-7")
+    requests.post(
+        f"{sandbox}tickets/ticket-7/close",
+        json={"args": {}},
+        headers={"Idempotency-Key": "closed-by-someone-else"},
+        timeout=5,
+    ).raise_for_status()
+    log_in(page, "olivia")
+
+    card = page.locator(f"#action-{close.pk}")
+    card.get_by_role("link", name="Read ticket-7 as it is now").click()
+    expect(card.locator("[data-goal-holds]")).to_contain_text(
+        "ticket-7 already is what this write would make it"
+    )
+    expect(card.locator("[data-target-now] pre")).to_contain_text('"status": "closed"')
+    screenshot(page, "inbox-card-target-now")

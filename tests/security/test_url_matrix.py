@@ -69,6 +69,7 @@ PAGES = {
     "inbox_reject": Rule(get=None, post=DECIDERS, obj="action"),
     "inbox_edit": Rule(get=DECIDERS, post=DECIDERS, obj="action"),
     "inbox_ask_again": Rule(get=None, post=DECIDERS, obj="action"),
+    "inbox_target_now": Rule(get=DECIDERS | {"auditor"}, post=None, obj="action"),
     "inbox_plan": Rule(get=DECIDERS | {"auditor"}, post=None, obj="plan"),
     "inbox_plan_approve": Rule(get=None, post=DECIDERS, obj="plan"),
     "inbox_plan_drop": Rule(get=None, post=DECIDERS, obj="plan"),

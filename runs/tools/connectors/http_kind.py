@@ -272,6 +272,9 @@ class HttpTool(ConnectorTool):
             raise TransientError(f"asked for key {idempotency_key!r}, got another key's receipt")
         return receipt
 
+    def reads_target(self) -> bool:
+        return self.read_request is not None
+
     def observe(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
         if self.read_request is None:
             return None

@@ -186,6 +186,9 @@ class McpTool(ConnectorTool):
         )
         return receipt, _shown(result)
 
+    def reads_target(self) -> bool:
+        return self.probe is not None
+
     def observe(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
         if self.probe is None:
             return None

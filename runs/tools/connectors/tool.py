@@ -127,6 +127,9 @@ class ConnectorTool(Tool):
     def observe(self, target: str, *, timeout: Timeout) -> dict[str, Any] | None:
         return None
 
+    def reads_target(self) -> bool:
+        return False  # a kind that observes says when it does
+
     def is_satisfied(self, *, target: str, args: dict[str, Any], state: dict[str, Any]) -> bool:
         return satisfied(self.spec.satisfied_when, state)
 
