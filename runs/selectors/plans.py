@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Prefetch, Q
+from django.db.models import OuterRef, Prefetch, Q, Subquery
 
 from control.models import Tenant
-from runs.models import Action, Plan
+from runs.models import Action, Plan, Risk
 from runs.selectors.pages import INBOX_PAGE_SIZE
 from runs.tools.errors import ToolError
 from runs.tools.registry import get_tool
@@ -90,6 +90,12 @@ class PlanSummary:
         ]
 
     @property
+    def risk(self) -> str:
+        """The highest risk tier among all its items (one decision covers them all)."""
+        highest = getattr(self.plan, "highest_risk", None)
+        return Risk(highest).label if highest else Risk(Risk.HIGH).label
+
+    @property
     def hidden_count(self) -> int:
         return self.plan.size - len(self.plan.shown_items)
 
@@ -137,8 +143,11 @@ def plan_summary(plan_pk) -> PlanSummary | None:
 def _summaries(plans_query) -> list[PlanSummary]:
     """Two queries: the plans (with run and observation), and their first items."""
     shown = Action.objects.order_by("position")[:ITEMS_SHOWN]
-    plans = plans_query.select_related("run", "observation").prefetch_related(
-        Prefetch("items", queryset=shown, to_attr="shown_items")
+    riskiest = Action.objects.filter(plan=OuterRef("pk")).order_by("-risk").values("risk")[:1]
+    plans = (
+        plans_query.select_related("run", "observation")
+        .annotate(highest_risk=Subquery(riskiest))
+        .prefetch_related(Prefetch("items", queryset=shown, to_attr="shown_items"))
     )
     return [PlanSummary(plan) for plan in plans]
 

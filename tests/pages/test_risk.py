@@ -13,7 +13,8 @@ from runs.models import Risk, ToolPolicy
 from runs.record.signed_rows import POLICY_ROWS
 from runs.selectors import pages as page_selectors
 from runs.selectors import policy_for
-from tests.factories import make_action, make_policy, make_run, make_user
+from runs.services import PlanItem, plan_propose
+from tests.factories import make_action, make_observation, make_policy, make_run, make_user
 from tests.pages.conftest import HTMX, client_for, make_waiting
 
 pytestmark = pytest.mark.django_db
@@ -101,3 +102,23 @@ def test_the_inbox_badges_filters_and_sorts_by_risk(operator_client, tenant, mon
     assert [item.action.pk for item in first.context["items"]] == [irreversible.pk, high.pk]
     rest = operator_client.get(first.context["next_url"], **HTMX)
     assert [item.action.pk for item in rest.context["items"]] == [low.pk]
+
+
+def test_a_plan_wears_the_highest_tier_of_its_intents(operator_client, tenant):
+    make_policy(tenant, "payment.refund", risk=Risk.IRREVERSIBLE)
+    run = make_run(tenant)
+    items = [
+        PlanItem(action_id="close", tool="ticket.close", target="ticket-3", args={}),
+        PlanItem(
+            action_id="refund",
+            tool="payment.refund",
+            target="ch_" + "0" * 32,
+            args={"amount_cents": 100},
+        ),
+    ]
+    plan_propose(run=run, items=items, observation=make_observation(run), proposed_by="agent")
+    page = operator_client.get(reverse("inbox")).content.decode()
+    plan_card = page[page.index("data-plan=") :]
+    assert re.search(
+        r'class="badge risk-irreversible" data-risk[^>]*>irreversible risk<', plan_card
+    )
