@@ -36,8 +36,7 @@ class Candidate:
     index: int
     record: dict
     matches: tuple[str, ...]
-    created_at: datetime | None
-    # How long after the write's first attempt started the record was created.
+    # How long after the write's first attempt started the record was created, if it says.
     after: timedelta | None
 
     @property
@@ -48,10 +47,6 @@ class Candidate:
     @property
     def record_id(self) -> str:
         return next((str(self.record[name]) for name in ID_FIELDS if self.record.get(name)), "")
-
-    @property
-    def record_bytes(self) -> bytes:
-        return record_bytes(self.record)
 
     @property
     def after_text(self) -> str:
@@ -143,7 +138,7 @@ def candidates(findings, action, *, since: datetime | None) -> Candidates:
                 earlier += 1
                 continue
             after = created_at - since if since and created_at else None
-            found.append(Candidate(probe, index, record, matches, created_at, after))
+            found.append(Candidate(probe, index, record, matches, after))
     return Candidates(tuple(found), earlier)
 
 
@@ -208,7 +203,7 @@ def evidence_receipt(
             receipt_id=(picked.record_id or f"record:{case.pk}:{picked.choice}")[:200],
             target_version=None,
             status=Receipt.OBSERVED,
-            raw_response_hash=content_hash(picked.record_bytes),
+            raw_response_hash=content_hash(record_bytes(picked.record)),
         )
     if evidence.get("receipt_id"):
         receipt_id = str(evidence["receipt_id"])[:200]

@@ -24,7 +24,7 @@ from runs.exceptions import CheckpointError, GrantMismatch, RunsError
 from runs.models import Action, Approval, Receipt, Run, RunEvent
 from runs.pages.lookalikes import Lookalike, lookalikes
 from runs.record.checkpoints import checkpoint_verify
-from runs.selectors import Duplicate
+from runs.selectors import Duplicate, intent_summary
 from runs.tools.base import Tool
 from runs.tools.errors import ToolError
 from runs.tools.registry import get_tool
@@ -138,9 +138,7 @@ class IntentText:
     @cached_property
     def summary(self) -> str:
         """What the intent will do, in its tool's words (runs.tools.summaries); "" if none."""
-        if self.tool_text.tool is None:
-            return ""
-        return self.tool_text.tool.summarize(target=self.action.target, args=self.action.args)
+        return intent_summary(self.action)
 
     @cached_property
     def target_lookalikes(self) -> list[Lookalike]:

@@ -28,6 +28,11 @@ def _money_total(total: str, currency: str) -> str:
     return money(int(total), currency)
 
 
+def _last_unsummed(by_currency: dict[str, str]) -> list[str]:
+    """The currencies in order, the amounts that could not be added ("?") said last."""
+    return sorted(by_currency, key=lambda currency: (currency == "?", currency))
+
+
 def intent_summary(action: Action) -> str:
     """The intent's sentence in its tool's words; "" when the tool declares none or is gone."""
     try:
@@ -60,7 +65,10 @@ class PlanSummary:
         """The arguments written as money, each with its totals by currency: "1,500.00 EUR ·
         12 JPY" (never one sum across currencies)."""
         return [
-            (name, " · ".join(_money_total(total, currency) for currency, total in by.items()))
+            (
+                name,
+                " · ".join(_money_total(by[currency], currency) for currency in _last_unsummed(by)),
+            )
             for name, by in self.plan.summary.get("money", {}).items()
         ]
 

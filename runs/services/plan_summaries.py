@@ -50,8 +50,8 @@ def plan_summary_of(items: Iterable[tuple[str, str, str, dict[str, Any]]]) -> di
                 currency = currency_of(as_money[name], args)
                 if isinstance(value, int) and isinstance(currency, str):
                     money[name][currency] += value
-                else:
-                    money[name]["?"] += 0  # shown as not summable, never as a figure
+                else:  # not whole minor units of a currency: said so, never added up
+                    money[name].setdefault("?", 0)
             elif "amount" in name:
                 totals[name] += Decimal(str(value))
         args_json = json.dumps(args, sort_keys=True, ensure_ascii=False)

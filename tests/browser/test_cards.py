@@ -10,16 +10,15 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from runs.models import Risk
-from runs.services import PlanItem, plan_propose
 from tests.browser.conftest import log_in, screenshot
 from tests.factories import (
     make_action,
-    make_observation,
     make_policy,
     make_run,
     make_tenant,
     make_user,
 )
+from tests.pages.test_summary_line import charges_in_two_currencies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,23 +36,7 @@ def waiting():
         target="cus_42",
         args={"amount_cents": 5_000_000, "currency": "EUR"},
     )
-    run = make_run(tenant, goal="refund the three customers of the outage")
-    plan_propose(
-        run=run,
-        items=[
-            PlanItem(
-                action_id=f"charge-{number}",
-                tool="payment.charge",
-                target=customer,
-                args={"amount_cents": amount, "currency": currency},
-            )
-            for number, (customer, amount, currency) in enumerate(
-                [("cus_1", 150_000, "EUR"), ("cus_2", 2_500, "EUR"), ("cus_3", 1_250, "JPY")]
-            )
-        ],
-        observation=make_observation(run),
-        proposed_by="agent-token",
-    )
+    charges_in_two_currencies(tenant)
     return close, charge
 
 

@@ -41,10 +41,11 @@ def test_a_summary_shows_hidden_characters_in_what_the_agent_wrote(operator_clie
     assert line.startswith("Send ops@example.com the message")
 
 
-def test_a_plan_totals_money_by_currency_and_says_each_item_in_words(operator_client, tenant):
-    run = make_run(tenant)
+def charges_in_two_currencies(tenant, *, goal: str = "charge the workshop's customers"):
+    """A plan of three charges: 1,500.00 and 25.00 EUR, 1,250 JPY."""
+    run = make_run(tenant, goal=goal)
     charges = [("cus_1", 150_000, "EUR"), ("cus_2", 2_500, "EUR"), ("cus_3", 1_250, "JPY")]
-    plan_propose(
+    plan, _ = plan_propose(
         run=run,
         items=[
             PlanItem(
@@ -58,6 +59,11 @@ def test_a_plan_totals_money_by_currency_and_says_each_item_in_words(operator_cl
         observation=make_observation(run),
         proposed_by="agent-token",
     )
+    return plan
+
+
+def test_a_plan_totals_money_by_currency_and_says_each_item_in_words(operator_client, tenant):
+    charges_in_two_currencies(tenant)
     page = operator_client.get(reverse("inbox")).content.decode()
     assert re.search(r'data-total="amount_cents"><strong>1,525.00 EUR · 1,250 JPY</strong>', page)
     assert "<td data-summary>Charge 1,250 JPY to cus_3</td>" in page

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from runs.models import Plan
+from runs.selectors import PlanSummary
 from runs.services.plan_summaries import plan_summary_of
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.summaries import SummaryError, check, money, money_fields, render
@@ -111,3 +113,22 @@ def test_a_plans_money_is_added_up_by_currency_never_across(settings):
     )
     assert summary["money"] == {"amount_cents": {"EUR": "152500", "JPY": "1250"}}
     assert "amount_cents" not in summary["totals"]
+
+
+def test_a_plan_amount_that_is_not_whole_minor_units_is_said_so_and_never_added(settings):
+    """payment.charge's schema allows integers only; a tool whose schema allows numbers
+    can send 12.5: the card says so rather than add it in."""
+    settings.SANDBOX_ENABLED = True
+    summary = plan_summary_of(
+        [
+            ("payment.charge", "v1", "cus_1", {"amount_cents": 1000, "currency": "EUR"}),
+            ("payment.charge", "v1", "cus_2", {"amount_cents": 12.5, "currency": "EUR"}),
+        ]
+    )
+    assert summary["money"] == {"amount_cents": {"?": "0", "EUR": "1000"}}
+    plan = Plan(summary=summary)
+    [(name, total)] = PlanSummary(plan).money_totals
+    assert name == "amount_cents"
+    assert total == (
+        "10.00 EUR · and amounts that are not whole minor units of a currency (not added)"
+    )
