@@ -25,6 +25,7 @@ COPY . .
 RUN DJANGO_ALLOWED_HOSTS=image-build \
     DJANGO_SECRET_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(50))')" \
     COUNTERSIGN_CHECKPOINT_KEYS="build:$(python -c 'import secrets; print(secrets.token_urlsafe(32))')" \
+    COUNTERSIGN_EVIDENCE_KEYS="build:$(python -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode())')" \
     python manage.py collectstatic --noinput --verbosity 0
 RUN useradd --system --uid 10001 --home-dir /app countersign \
     && mkdir -p var \

@@ -7,6 +7,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from control.foundation import evidence_keys
 from control.foundation.env import (
     env_bool,
     env_database,
@@ -183,6 +184,13 @@ COUNTERSIGN_API_MAX_WAITING_PLANS = env_int("COUNTERSIGN_API_MAX_WAITING_PLANS",
 COUNTERSIGN_CHECKPOINT_KEYS = env_signing_keys(
     "COUNTERSIGN_CHECKPOINT_KEYS",
     default="demo-1:insecure-demo-checkpoint-key" if DEBUG else None,
+)
+# Evidence keys (Ed25519, control.foundation.evidence_keys): `kid:seed,...` with 32-byte
+# base64url seeds; the first signs decision receipts, every listed key's public half is
+# published at /.well-known/countersign-keys.json.
+COUNTERSIGN_EVIDENCE_KEYS = env_signing_keys(
+    "COUNTERSIGN_EVIDENCE_KEYS",
+    default=f"{evidence_keys.DEMO_KEY_ID}:{evidence_keys.DEMO_SEED}" if DEBUG else None,
 )
 COUNTERSIGN_LEASE_SECONDS = env_int("COUNTERSIGN_LEASE_SECONDS", 30, minimum=1)
 COUNTERSIGN_APPROVAL_SECONDS = env_int("COUNTERSIGN_APPROVAL_SECONDS", 24 * 3600, minimum=1)

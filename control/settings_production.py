@@ -18,6 +18,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from control.foundation import evidence_keys
 from control.foundation.env import env_bool, env_int
 from control.settings import *  # noqa: F403
 from control.settings import (
@@ -25,6 +26,7 @@ from control.settings import (
     COUNTERSIGN_ALLOW_INSECURE_LINKS,
     COUNTERSIGN_BASE_URL,
     COUNTERSIGN_CHECKPOINT_KEYS,
+    COUNTERSIGN_EVIDENCE_KEYS,
     DEBUG,
     MAILERS,
     SANDBOX_ENABLED,
@@ -48,6 +50,15 @@ for _kid, _secret in COUNTERSIGN_CHECKPOINT_KEYS.items():
             f"COUNTERSIGN_CHECKPOINT_KEYS: key {_kid!r} needs a random secret of 32+ characters "
             "(manage.py checkpoint_keys add --id NEW makes one)"
         )
+if evidence_keys.DEMO_KEY_ID in COUNTERSIGN_EVIDENCE_KEYS or any(
+    seed.decode() == evidence_keys.DEMO_SEED for seed in COUNTERSIGN_EVIDENCE_KEYS.values()
+):
+    raise ImproperlyConfigured(
+        "COUNTERSIGN_EVIDENCE_KEYS holds the demo's key, whose private half is published: "
+        "make a key of your own (docs/DEPLOY.md, Evidence keys)"
+    )
+for _kid, _seed in COUNTERSIGN_EVIDENCE_KEYS.items():
+    evidence_keys.private_key_from_seed("COUNTERSIGN_EVIDENCE_KEYS", _kid, _seed.decode())
 # The demo's and the tests' switches: each opens a door a reachable server must keep shut.
 for _name, _on, _door in (
     ("SANDBOX_ENABLED", SANDBOX_ENABLED, "serves the demo's fake systems at /sandbox/ unguarded"),

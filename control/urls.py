@@ -11,13 +11,14 @@ from control.api import api
 from control.auth.login import login_view
 from control.auth.passwords import password_change_view
 from control.metrics import metrics_view
-from control.web import health, pages, zones
+from control.web import health, keys, pages, zones
 from control.web.dashboard import dashboard_urls
 from runs.gateway.http import mcp_endpoint
 
 urlpatterns = [
     path("", pages.home, name="home"),
     path("healthz", health.healthz, name="healthz"),
+    path(".well-known/countersign-keys.json", keys.countersign_keys, name="countersign_keys"),
     path("metrics", metrics_view, name="metrics"),
     path("accounts/login/", login_view, name="login"),
     # No password reset: the deployment sends no mail by default (SECURITY.md).

@@ -20,6 +20,7 @@ from reconciliation.selectors import case_needs_four_eyes, first_attempt_started
 from runs.models import Action, Receipt
 from runs.selectors import tenant_tool
 from runs.services import endings, protocol, recovery, saga
+from runs.services import evidence as receipts
 from runs.tools import errors as tool_errors
 
 # Seconds before each automatic probe; after the last one a person decides.
@@ -58,7 +59,7 @@ def case_open(*, action: Action) -> ReconciliationCase | None:
                 next_probe_at=None if failed_undo else db_now(),
                 four_eyes_at_open=policy_four_eyes(tenant=action.tenant, tool=action.tool),
             )
-            audit_record(
+            entry = audit_record(
                 actor=RECONCILER,
                 verb="case.open",
                 tenant=action.tenant,
@@ -67,6 +68,7 @@ def case_open(*, action: Action) -> ReconciliationCase | None:
                 reason=case.reason,
                 data={"action": str(action.pk), "key": action.idempotency_key},
             )
+            receipts.uncertain_stated(action, case_pk=case.pk, reason=case.reason, entry=entry)
     except IntegrityError:
         return None
     return case
@@ -103,7 +105,7 @@ def mark_resolved(
     )
     if updated != 1:
         raise InvalidTransition("the case was resolved by someone else first")
-    audit_record(
+    entry = audit_record(
         actor=actor,
         verb="case.resolve",
         tenant=case.tenant,
@@ -111,6 +113,17 @@ def mark_resolved(
         object_id=str(case.pk),
         reason=note,
         data={"resolution": resolution, "evidence": evidence, "action": str(case.action_id)},
+    )
+    receipts.resolved_stated(
+        case.action,
+        case_pk=case.pk,
+        resolution=resolution,
+        note=note,
+        decider=receipts.person(user, receipts.SESSION)
+        if user is not None
+        else {"kind": "probe", "name": actor, "authenticated": "countersign"},
+        found=evidence,
+        entry=entry,
     )
 
 

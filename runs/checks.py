@@ -19,7 +19,7 @@ from django.core.checks import Error, register
 from django.core.checks import Warning as RoleWarning
 from django.db import DatabaseError, connection
 
-from runs.models import Receipt, RunEvent
+from runs.models import Receipt, RunEvent, Statement
 from runs.services.definitions import tool_definitions_changed
 from runs.tools.connectors.fields import ConnectorError
 from runs.tools.registry import all_tools
@@ -56,7 +56,7 @@ ORDER BY c.relname
 def insert_only_owner_check(app_configs, **kwargs) -> list[RoleWarning]:
     if connection.vendor != "postgresql":
         return []  # SQLite has no roles: the demo's file is anyone's who can write it
-    tables = [RunEvent._meta.db_table, Receipt._meta.db_table]
+    tables = [RunEvent._meta.db_table, Receipt._meta.db_table, Statement._meta.db_table]
     try:
         with connection.cursor() as cursor:
             cursor.execute(ALTERABLE_TABLES, [tables])

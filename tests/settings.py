@@ -19,6 +19,11 @@ os.environ.setdefault(
     "COUNTERSIGN_CHECKPOINT_KEYS",
     "test-2:second-test-checkpoint-key,test-1:first-test-checkpoint-key",
 )
+os.environ.setdefault(
+    "COUNTERSIGN_EVIDENCE_KEYS",
+    "test-ed-2:dGVzdC1ldmlkZW5jZS1rZXktdHdvLS0tLS0tLS0tLS0,"
+    "test-ed-1:dGVzdC1ldmlkZW5jZS1rZXktb25lLS0tLS0tLS0tLS0",
+)
 if "REDIS_URL" not in os.environ:
     # The processes a test starts are given the URL; the suite's own process claims one.
     from tests.redis_database import claim_redis_database

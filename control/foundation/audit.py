@@ -42,6 +42,12 @@ def hashed_fields(entry: AuditEntry) -> dict:
     }
 
 
+def exported_fields(entry: AuditEntry) -> dict:
+    """What the entry's hash covers, with the hash it links to and its own: enough for anyone
+    to hash the entry again and walk the links (the audit page's exports, evidence bundles)."""
+    return {**hashed_fields(entry), "prev_hash": entry.prev_hash, "hash": entry.hash}
+
+
 def entry_intact(entry: AuditEntry) -> bool:
     """Whether the entry still hashes, from its predecessor's hash, to its stored hash: an
     edit of this one row shows; a deletion or reordering shows only to `audit_verify`."""

@@ -32,7 +32,7 @@ from control.foundation.audit import (
     audit_record,
     audit_verify,
     entry_intact,
-    hashed_fields,
+    exported_fields,
 )
 from control.foundation.tenancy import EVIDENCE_READER_ROLES
 from control.models import AuditEntry, Tenant
@@ -194,19 +194,15 @@ def audit_log(request: TenantRequest) -> HttpResponse:
 # --- Export ------------------------------------------------------------------------------
 
 
-def _fields(entry: AuditEntry) -> dict:
-    """What the entry's hash covers, with the hash it links to and its own: enough for anyone
-    to hash the lines again and walk the links."""
-    return {**hashed_fields(entry), "prev_hash": entry.prev_hash, "hash": entry.hash}
-
-
 def audit_csv_lines(entries: Iterable[AuditEntry]) -> Iterator[str]:
-    return csv_lines(COLUMNS, ([_fields(entry)[name] for name in COLUMNS] for entry in entries))
+    return csv_lines(
+        COLUMNS, ([exported_fields(entry)[name] for name in COLUMNS] for entry in entries)
+    )
 
 
 def json_lines(entries: Iterable[AuditEntry]) -> Iterator[str]:
     for entry in entries:
-        yield json.dumps(_fields(entry), sort_keys=True, ensure_ascii=False) + "\n"
+        yield json.dumps(exported_fields(entry), sort_keys=True, ensure_ascii=False) + "\n"
 
 
 EXPORTS = {

@@ -31,6 +31,7 @@ from runs.record.direct_sql import actions_move, events_after, rows_insert
 from runs.record.events import LeaseToken, append_events, runs_hold
 from runs.services import (
     checkpoint_or_stop,
+    evidence,
     grant_problem,
     leases_held,
     leases_release,
@@ -135,22 +136,21 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
         return lost
     for step in steps:
         receipt_check(step.receipt, step.action)
-    rows_insert(
-        [
-            Receipt(
-                tenant_id=step.action.tenant_id,
-                action=step.action,
-                idempotency_key=step.receipt.idempotency_key or "",
-                intent_digest=step.receipt.intent_digest,
-                receipt_id=step.receipt.receipt_id,
-                target_version=step.receipt.target_version,
-                status=step.receipt.status,
-                raw_response_hash=step.receipt.raw_response_hash,
-                source=Receipt.Source.RESPONSE,
-            )
-            for step in steps
-        ]
-    )
+    receipts = [
+        Receipt(
+            tenant_id=step.action.tenant_id,
+            action=step.action,
+            idempotency_key=step.receipt.idempotency_key or "",
+            intent_digest=step.receipt.intent_digest,
+            receipt_id=step.receipt.receipt_id,
+            target_version=step.receipt.target_version,
+            status=step.receipt.status,
+            raw_response_hash=step.receipt.raw_response_hash,
+            source=Receipt.Source.RESPONSE,
+        )
+        for step in steps
+    ]
+    rows_insert(receipts)
     charged = attempts_finish(
         Attempt.objects.filter(pk__in=[step.attempt.pk for step in steps]),
         status=Attempt.Status.SUCCEEDED,
@@ -164,6 +164,9 @@ def receipts_record(steps: list[Step], *, worker: str) -> list[Step]:
         Status.SUCCEEDED,
         error_class="",
         last_error="",
+    )
+    evidence.executed_stated(
+        [(step.action, receipt) for step, receipt in zip(steps, receipts, strict=True)]
     )
     runs = [step.action.run for step in steps]
     append_events(

@@ -8,6 +8,7 @@ itself (a trigger refuses UPDATE and DELETE: migration 0002).
 from __future__ import annotations
 
 from runs.models.connectors import ConnectorEnablement
+from runs.models.evidence import Statement
 from runs.models.gateway import McpAgent, McpAgentRun, McpSession
 from runs.models.grants import StandingGrant, StandingGrantApproval
 from runs.models.intents import (
@@ -48,6 +49,7 @@ __all__ = [
     "RunEvent",
     "StandingGrant",
     "StandingGrantApproval",
+    "Statement",
     "ToolDefinition",
     "ToolPolicy",
 ]

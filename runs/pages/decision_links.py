@@ -209,6 +209,7 @@ def _decide(request, claims, target, *, signed_in: bool) -> HttpResponse:
         "decision": decision,
         "seen_digest": form.cleaned_data["seen_digest"],
         "seen_state_version": form.cleaned_data["seen_state_version"],
+        "seen_view": form.cleaned_data.get("seen_view", ""),
         "reason": form.cleaned_data.get("full_reason", ""),
     }
     if target.plan is not None:

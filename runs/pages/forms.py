@@ -39,10 +39,13 @@ def tool_names() -> list[str]:
 
 
 class BindingForm(forms.Form):
-    """What the operator saw: a decision is bound to exactly this digest and state version."""
+    """What the operator saw: a decision is bound to exactly this digest and state version,
+    and, where the page rendered one, the digest of its decision view (checked against the
+    view when the decision lands, and signed into the decision receipt)."""
 
     seen_digest = forms.RegexField(regex=DIGEST_PATTERN, widget=forms.HiddenInput)
     seen_state_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    seen_view = forms.RegexField(regex=DIGEST_PATTERN, required=False, widget=forms.HiddenInput)
 
 
 class ApproveForm(BindingForm):

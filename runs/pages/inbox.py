@@ -39,6 +39,7 @@ from runs.pages.forms import (
     argument_diff,
 )
 from runs.pages.presenters import MISSING_BINDING, Outcome, inbox_items, refusal
+from runs.selectors.decision_views import decision_view, view_digest
 
 INBOX = "runs/action_inbox.html"
 EDIT = "runs/action_edit.html"
@@ -165,6 +166,7 @@ def inbox_reject(request: HttpRequest, action_pk) -> HttpResponse:
             reason=form.cleaned_data["full_reason"],
             seen_digest=form.cleaned_data["seen_digest"],
             seen_state_version=form.cleaned_data["seen_state_version"],
+            seen_view=form.cleaned_data["seen_view"],
         )
     except RunsError as error:
         return _item_response(request, action, refusal(error), status=409)
@@ -191,7 +193,11 @@ def inbox_ask_again(request: HttpRequest, action_pk) -> HttpResponse:
 
 
 def _edit_form(request: HttpRequest, action: Action) -> EditArgumentsForm:
-    binding = {"seen_digest": action.intent_digest, "seen_state_version": action.base_version}
+    binding = {
+        "seen_digest": action.intent_digest,
+        "seen_state_version": action.base_version,
+        "seen_view": view_digest(decision_view(action)),
+    }
     data = request.POST if request.method == "POST" else None
     return EditArgumentsForm(data, action=action, initial=binding)
 
@@ -230,6 +236,7 @@ def inbox_edit(request: HttpRequest, action_pk) -> HttpResponse:
             args=form.edited_args(),
             seen_digest=form.cleaned_data["seen_digest"],
             seen_state_version=form.cleaned_data["seen_state_version"],
+            seen_view=form.cleaned_data["seen_view"],
             reason=form.cleaned_data["edit_reason"],
         )
     except RunsError as error:

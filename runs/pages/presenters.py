@@ -25,6 +25,7 @@ from runs.models import Action, Approval, Receipt, Run, RunEvent
 from runs.pages.lookalikes import Lookalike, lookalikes
 from runs.record.checkpoints import checkpoint_verify
 from runs.selectors import Duplicate, intent_summary
+from runs.selectors.decision_views import decision_view, view_digest
 from runs.tools.base import Tool
 from runs.tools.errors import ToolError
 from runs.tools.registry import get_tool
@@ -139,6 +140,11 @@ class IntentText:
     def summary(self) -> str:
         """What the intent will do, in its tool's words (runs.tools.summaries); "" if none."""
         return intent_summary(self.action)
+
+    @cached_property
+    def view_digest(self) -> str:
+        """The digest of the decision view the card shows (runs.selectors.decision_views)."""
+        return view_digest(decision_view(self.action))
 
     @cached_property
     def target_lookalikes(self) -> list[Lookalike]:

@@ -22,6 +22,7 @@ from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB, NOTIFY_JOB
 from runs.record.payloads import action_approved
+from runs.services import evidence
 from runs.services.common import (
     action_set_status,
     notify_approvers,
@@ -44,9 +45,14 @@ def approval_decide(
     seen_digest: str,
     seen_state_version: int,
     reason: str = "",
+    seen_view: str = "",
+    via: str = evidence.SESSION,
+    edited_from: dict | None = None,
 ) -> Approval:
-    """Records one person's decision on exactly the intent they saw (digest and version):
-    request_check, then the grant and what it moves."""
+    """Records one person's decision on exactly the intent they saw (digest and version,
+    and the view's digest where a page showed one): request_check, then the grant and what
+    it moves, then the decision receipt. `via` says how the approver signed in
+    (runs.services.evidence)."""
     checked = request_check(
         action,
         approver,
@@ -55,6 +61,7 @@ def approval_decide(
         seen_state_version=seen_state_version,
         reason=reason,
     )
+    view = evidence.view_check(checked, seen_view)
     action, run, now = checked.request, checked.run, checked.now
     (approval,) = grants_write(checked, approver, decision=decision, reason=reason)
     approvals = len(checked.granted) + 1
@@ -93,7 +100,7 @@ def approval_decide(
             payload={"approvals": approvals, "required": action.required_approvals},
         )
     checkpoint_or_stop(run)
-    audit_record(
+    entry = audit_record(
         actor=actor,
         verb=f"action.{decision}",
         tenant=run.tenant,
@@ -101,6 +108,16 @@ def approval_decide(
         object_id=str(action.pk),
         reason=reason,
         data={"intent_digest": action.intent_digest, "state_version": seen_state_version},
+    )
+    evidence.decision_stated(
+        checked,
+        view=view,
+        seen_view=seen_view,
+        decision=decision,
+        decider=evidence.person(approver, via),
+        reason=reason,
+        entry=entry,
+        edited_from=edited_from,
     )
     return approval
 
@@ -182,6 +199,7 @@ def approval_expire(*, action: Action) -> bool:
     if action.expires_at is not None and action.expires_at > db_now():
         return False  # a request without an expiry cannot be approved: it expires
     action_set_status(action, expected={Status.WAITING_APPROVAL}, status=Status.EXPIRED)
+    evidence.never_sent_stated([action], run=run, status=Status.EXPIRED)
     notify_approvers(run, action, kind=notify_kinds.EXPIRED)
     append_event(
         run,

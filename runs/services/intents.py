@@ -31,6 +31,8 @@ from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_proposed
 from runs.selectors import policy_for, tenant_tool
+from runs.selectors.decision_views import view_digest
+from runs.services import evidence
 from runs.services.approvals import (
     approval_decide,
     approval_expire,
@@ -224,6 +226,10 @@ def _action_freeze(
         next_attempt_at=None if policy.needs_approval else now,
     )
     authored([action.pk])
+    if supersedes is not None:
+        evidence.never_sent_stated(
+            [supersedes], run=run, status=Status.SUPERSEDED, detail=f"edited into {action_id}"
+        )
     append_event(
         run,
         actor=proposed_by,
@@ -233,6 +239,7 @@ def _action_freeze(
     if policy.problem:
         policy_distrusted(run, action, tool=tool, problem=policy.problem)
     if not policy.needs_approval:
+        evidence.unreviewed_stated(action)
         outbox_write(run, job=EXECUTE_JOB, action=action)
     elif (
         standing_grant_apply(
@@ -261,6 +268,8 @@ def action_edit_and_approve(
     seen_digest: str,
     seen_state_version: int,
     reason: str = "",
+    seen_view: str = "",
+    via: str = evidence.SESSION,
 ) -> Action:
     """Edit then approve: a new frozen intent (new logical id, key and digest) supersedes the
     one the editor saw, and the editor's approval goes to the new one. Where four eyes are
@@ -273,6 +282,7 @@ def action_edit_and_approve(
         seen_state_version=seen_state_version,
         reason=reason,
     )
+    seen = evidence.view_check(checked, seen_view)
     action, run = checked.request, checked.run
     edited, _ = action_propose(
         run=run,
@@ -307,6 +317,13 @@ def action_edit_and_approve(
         seen_digest=edited.intent_digest,
         seen_state_version=edited.base_version,
         reason=reason,
+        via=via,
+        edited_from={
+            "action": str(action.pk),
+            "intent_digest": action.intent_digest,
+            "args": action.args,
+            "view_digest": view_digest(seen),
+        },
     )
     edited.refresh_from_db()
     return edited

@@ -14,6 +14,7 @@ from runs.exceptions import GrantMismatch, LinkUsed, NotAllowed
 from runs.models import Action, DecisionLinkUse, Escalation, Plan, ToolPolicy, notify_kinds
 from runs.record.signed_rows import POLICY_ROWS
 from runs.selectors import verified_policies
+from runs.services import evidence
 from runs.services.approvals import approval_decide
 from runs.services.common import notify_approvers
 from runs.services.plans import plan_decide
@@ -91,6 +92,7 @@ def decide_by_link(
     seen_digest: str,
     seen_state_version: int,
     reason: str = "",
+    seen_view: str = "",
     plan: Plan | None = None,
 ) -> None:
     """Records the decision a decision link's page confirmed, once per link: the link's use
@@ -114,7 +116,9 @@ def decide_by_link(
         "decision": decision,
         "seen_digest": seen_digest,
         "seen_state_version": seen_state_version,
+        "seen_view": seen_view,
         "reason": reason,
+        "via": evidence.DECISION_LINK_IN_SESSION if logged_in else evidence.DECISION_LINK,
     }
     if plan is not None:
         plan_decide(plan=plan, **binding)

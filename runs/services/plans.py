@@ -39,6 +39,7 @@ from runs.record.authored import authored
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
 from runs.selectors import policy_for
+from runs.services import evidence
 from runs.services.common import notify_approvers, outbox_write, policy_distrusted, require_phase
 from runs.services.deciding import grants_write, request_check
 from runs.services.intents import intent_frozen
@@ -193,10 +194,13 @@ def plan_decide(
     seen_digest: str,
     seen_state_version: int,
     reason: str = "",
+    seen_view: str = "",
+    via: str = evidence.SESSION,
 ) -> Plan:
-    """One person's decision on exactly the plan they saw (its digest and the run's version),
-    for every item at once. N of M and four eyes apply to the plan as a whole:
-    request_check, then a grant per item and what they move."""
+    """One person's decision on exactly the plan they saw (its digest and the run's version,
+    and its view's digest where a page showed one), for every item at once. N of M and four
+    eyes apply to the plan as a whole: request_check, then a grant per item and what they
+    move, then each item's decision receipt."""
     checked = request_check(
         plan,
         approver,
@@ -205,6 +209,7 @@ def plan_decide(
         seen_state_version=seen_state_version,
         reason=reason,
     )
+    view = evidence.view_check(checked, seen_view)
     plan, run, items, now = checked.request, checked.run, checked.items, checked.now
     first, approvals = items[0], len(checked.granted) + 1
     authored(
@@ -244,7 +249,7 @@ def plan_decide(
         )
     plan.save(update_fields=["status", "decision_reason"])
     checkpoint_or_stop(run)
-    audit_record(
+    entry = audit_record(
         actor=actor,
         verb=f"plan.{decision}",
         tenant=run.tenant,
@@ -252,6 +257,15 @@ def plan_decide(
         object_id=str(plan.pk),
         reason=reason,
         data={"plan_digest": plan.digest, "size": plan.size, "state_version": seen_state_version},
+    )
+    evidence.decision_stated(
+        checked,
+        view=view,
+        seen_view=seen_view,
+        decision=decision,
+        decider=evidence.person(approver, via),
+        reason=reason,
+        entry=entry,
     )
     return plan
 
@@ -265,6 +279,7 @@ def plan_revise(
     seen_digest: str,
     seen_state_version: int,
     reason: str,
+    seen_view: str = "",
 ) -> Plan:
     """Drop items before deciding, like edit-then-approve: a new version of the plan (a new
     digest over the kept intents, which keep their keys and digests) replaces the one the
@@ -279,6 +294,7 @@ def plan_revise(
         seen_state_version=seen_state_version,
         reason=reason,
     )
+    evidence.view_check(checked, seen_view)
     plan, run, items = checked.request, checked.run, checked.items
     if checked.granted:
         raise InvalidTransition("someone already decided on this plan: reject it instead")
@@ -312,6 +328,7 @@ def plan_revise(
     Action.objects.filter(pk__in=[item.pk for item in dropped]).update(
         status=Status.CANCELLED, decision_reason=note, updated_at=Now()
     )
+    evidence.never_sent_stated(dropped, run=run, status=Status.CANCELLED, detail=note)
     _items_renumber(kept, into=revised, past=len(items))
     append_event(
         run,
@@ -351,6 +368,7 @@ def plan_expire(*, plan: Plan) -> bool:
     plan.status = Plan.Status.EXPIRED
     plan.save(update_fields=["status"])
     run = plan.run
+    evidence.never_sent_stated(items, run=run, status=Status.EXPIRED)
     append_event(
         run,
         type="plan.expired",

@@ -23,6 +23,7 @@ from runs.record.outbox import EXECUTE_JOB
 from runs.services import (
     action_set_status,
     checkpoint_or_stop,
+    evidence,
     grant_check,
     lease_release,
     lease_renew,
@@ -152,6 +153,7 @@ def action_not_resent(
         status=Status.CANCELLED,
         last_error=f"not sent again: run is {run.phase}",
     )
+    evidence.never_sent_stated([action], run=run, status=Status.CANCELLED, detail=finding[:2000])
     append_event(
         run,
         type="action.cancelled",
@@ -195,7 +197,7 @@ def receipt_record(
     A receipt whose digest differs from the intent's is never recorded as success."""
     action, run = load_action(action_pk)
     receipt_check(receipt, action)
-    Receipt.objects.create(
+    stored = Receipt.objects.create(
         tenant_id=action.tenant_id,
         action=action,
         idempotency_key=receipt.idempotency_key or "",
@@ -229,6 +231,7 @@ def receipt_record(
         error_class="",
         last_error="",
     )
+    evidence.executed_stated([(action, stored)])
     append_event(
         run,
         type=f"action.{final}",
@@ -344,5 +347,6 @@ def attempt_failed(
             last_error=detail[:2000],
         )
         reason = f"{action.action_id} ({action.tool}) failed: {error_class}: {detail}"[:2000]
+        evidence.failed_stated(action, error_class=error_class, detail=detail[:2000])
         saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease, spent=spent)
     checkpoint_or_stop(run)

@@ -25,6 +25,7 @@ from runs.record.events import append_event
 from runs.record.payloads import observation_recorded, run_started
 from runs.record.verification import events_verify
 from runs.selectors import idle_mcp_runs, run_effects_report
+from runs.services import evidence
 from runs.services.common import action_set_status, require_phase
 
 logger = logging.getLogger(__name__)
@@ -113,16 +114,22 @@ def run_stop(run: Run, *, phase: str, reason: str, actor: str) -> dict:
     """Ends the run in `phase`: not-started actions are cancelled, in-doubt ones stay for
     reconciliation. Returns the report of effects done, in doubt and not started."""
     report = run_effects_report(run)
-    not_started = run.actions.filter(
-        status__in=[
-            Status.WAITING_APPROVAL,
-            Status.APPROVED,
-            Status.RETRY_WAIT,
-            Status.NEEDS_ATTENTION,
-        ]
+    not_started = list(
+        run.actions.filter(
+            status__in=[
+                Status.WAITING_APPROVAL,
+                Status.APPROVED,
+                Status.RETRY_WAIT,
+                Status.NEEDS_ATTENTION,
+            ]
+        )
     )
     for action in not_started:
         action_set_status(action, expected={action.status}, status=Status.CANCELLED)
+    if not_started:
+        evidence.never_sent_stated(
+            not_started, run=run, status=Status.CANCELLED, detail=f"the run ended: {reason}"
+        )
     append_event(
         run,
         type=f"run.{phase}",

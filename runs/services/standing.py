@@ -38,6 +38,7 @@ from runs.record.outbox import EXECUTE_JOB
 from runs.record.payloads import action_approved
 from runs.record.signed_rows import RULE_ROWS
 from runs.selectors import policy_for
+from runs.services import evidence
 from runs.services.common import action_set_status, outbox_write, refuse_plan_item
 from runs.tools import errors as tool_errors
 from runs.tools.registry import get_tool
@@ -285,7 +286,7 @@ def _grant(run, action, rule: StandingGrant, approvers: list, amount: Decimal, n
         **action_approved(approvals=len(approvers), rule={"id": str(rule.pk), "name": rule.name}),
     )
     outbox_write(run, job=EXECUTE_JOB, action=action)
-    audit_record(
+    entry = audit_record(
         actor=f"rule:{rule.pk}",
         verb="action.approve",
         tenant=run.tenant,
@@ -294,6 +295,7 @@ def _grant(run, action, rule: StandingGrant, approvers: list, amount: Decimal, n
         reason=f"standing rule: {rule.name}",
         data={"intent_digest": action.intent_digest, "rule": str(rule.pk), "amount": str(amount)},
     )
+    evidence.rule_decision_stated(run, action, rule=rule, approvers=approvers, entry=entry)
 
 
 def _approve(rule: StandingGrant, approver) -> None:

@@ -41,6 +41,7 @@ def compose_config() -> dict:
         "POSTGRES_PASSWORD": "stand-in-for-the-test",
         "REDIS_PASSWORD": "stand-in-for-the-test",
         "COUNTERSIGN_CHECKPOINT_KEYS": "test:stand-in-for-the-test",
+        "COUNTERSIGN_EVIDENCE_KEYS": "test:stand-in-for-the-test",
     }
     result = subprocess.run(
         [COMPOSE, "--env-file", ".env.example", "config", "--format=json", "--no-env-resolution"],

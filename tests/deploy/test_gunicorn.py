@@ -20,6 +20,8 @@ import pytest
 import requests
 from django.conf import settings
 
+from control.foundation.evidence_keys import b64url
+
 ROOT = Path(__file__).resolve().parents[2]
 GUNICORN = Path(sys.executable).with_name("gunicorn")
 # What the TLS proxy in front sets: https, and the host name the deployment answers to.
@@ -57,6 +59,7 @@ def production_environment(server_directory) -> dict[str, str]:
             "DJANGO_SETTINGS_MODULE": "gunicorn_test_settings",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "COUNTERSIGN_CHECKPOINT_KEYS": "k1:" + secrets.token_urlsafe(32),
+            "COUNTERSIGN_EVIDENCE_KEYS": "e1:" + b64url(secrets.token_bytes(32)),
             "DJANGO_ALLOWED_HOSTS": "countersign.example.com",
             "COUNTERSIGN_BEHIND_TLS_PROXY": "1",
             "COUNTERSIGN_BASE_URL": "https://countersign.example.com",

@@ -26,6 +26,7 @@ def test_the_check_warns_while_the_app_role_owns_the_insert_only_tables():
     assert sorted(warning.msg.split(" can alter ")[1].split(" ")[0] for warning in warnings) == [
         "runs_receipt",
         "runs_runevent",
+        "runs_statement",
     ]
     assert "could disable the insert-only trigger" in warnings[0].msg
     assert "docs/DEPLOY.md" in warnings[0].hint
@@ -60,6 +61,6 @@ def test_a_member_of_the_owner_role_is_warned_too():
         cursor.execute(f"CREATE ROLE {role} NOLOGIN NOSUPERUSER IN ROLE {owner}")
         cursor.execute(f"SET LOCAL ROLE {role}")
         try:
-            assert len(_role_warnings()) == 2
+            assert len(_role_warnings()) == 3
         finally:
             cursor.execute("RESET ROLE")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from control.foundation.evidence_keys import DEMO_SEED, b64url
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,6 +26,7 @@ def _manage(tmp_path, *args: str, settings: str = "control.settings_production",
             "DJANGO_SETTINGS_MODULE": settings,
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "COUNTERSIGN_CHECKPOINT_KEYS": "k1:" + secrets.token_urlsafe(32),
+            "COUNTERSIGN_EVIDENCE_KEYS": "e1:" + b64url(secrets.token_bytes(32)),
             "DJANGO_ALLOWED_HOSTS": "countersign.example.com",
             "COUNTERSIGN_BASE_URL": "https://countersign.example.com",
             "COUNTERSIGN_EMAIL_HOST": "smtp.example.com",
@@ -95,6 +98,12 @@ def test_production_settings_name_the_cookies_for_https_only(tmp_path):
             {"COUNTERSIGN_CHECKPOINT_KEYS": "demo-1:insecure-demo-checkpoint-key-padded-out"},
             "needs a random secret",
         ),
+        ({"COUNTERSIGN_EVIDENCE_KEYS": None}, "COUNTERSIGN_EVIDENCE_KEYS must be set"),
+        ({"COUNTERSIGN_EVIDENCE_KEYS": "e1:too-short-for-a-seed"}, "must be 32 random bytes"),
+        (
+            {"COUNTERSIGN_EVIDENCE_KEYS": f"mine:{DEMO_SEED}"},
+            "holds the demo's key, whose private half is published",
+        ),
         ({"SANDBOX_ENABLED": "1"}, "refuses SANDBOX_ENABLED on"),
         ({"SANDBOX_FAULTS": "true"}, "refuses SANDBOX_FAULTS on"),
         ({"COUNTERSIGN_ALLOW_FAULT_POINTS": "on"}, "refuses COUNTERSIGN_ALLOW_FAULT_POINTS on"),
@@ -106,6 +115,9 @@ def test_production_settings_name_the_cookies_for_https_only(tmp_path):
         "no-hosts",
         "short-mac-key",
         "demo-mac-key",
+        "no-evidence-key",
+        "short-evidence-key",
+        "demo-evidence-key",
         "sandbox",
         "sandbox-faults",
         "fault-points",

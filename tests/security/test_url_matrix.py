@@ -49,6 +49,7 @@ CATEGORIES = {
         "(tests/pages/test_decision_links.py)"
     ),
     "healthz": "load balancer health check: public, answers database and Redis status only",
+    ".well-known/": "public by design: the evidence keys' public halves, nothing secret",
     "metrics": "Prometheus scrape: its own token or network rule (tests/bench)",
 }
 

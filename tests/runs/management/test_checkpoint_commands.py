@@ -40,6 +40,7 @@ def _forget(run: Run) -> None:
         "runs_runevent",
         "runs_approval",
         "runs_receipt",
+        "runs_statement",
         "runs_attempt",
         "runs_lease",
         "runs_outboxmessage",
@@ -56,7 +57,7 @@ def _delete(table: str, run: Run) -> None:
 
     column = (
         "action_id IN (SELECT id FROM runs_action WHERE run_id = %s)"
-        if table in ("runs_approval", "runs_receipt", "runs_attempt")
+        if table in ("runs_approval", "runs_receipt", "runs_statement", "runs_attempt")
         else "run_id = %s"
     )
     # Events are insert-only (a trigger): another installation simply never had them.
