@@ -38,6 +38,7 @@ MISSING_BINDING = (
 REFUSAL_TITLES = {
     "digest": "Refused: the intent is not the one you saw",
     "state_version": "Refused: the run changed since you looked",
+    "view": "Refused: the card changed since you looked",
     "expired": "Refused: the request has expired",
 }
 

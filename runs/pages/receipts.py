@@ -29,6 +29,7 @@ from control.web.exports import csv_lines
 from control.web.pages import tenant_member
 from runs import selectors
 from runs.models import Action, Receipt
+from runs.pages.evidence import EvidenceFilterForm
 from runs.services import ledger_export_record
 
 
@@ -172,6 +173,7 @@ def receipt_ledger(request: HttpRequest) -> HttpResponse:
         "page": page,
         "next_query": urlencode({"view": view.key, "after": page.next_cursor}),
         "export_query": urlencode({"view": view.key}),
+        "evidence_form": EvidenceFilterForm(None, tenant=request.tenant),
     }
     template = "receipts/receipt_list.html"
     return render(request, f"{template}#rows" if request.htmx else template, context)

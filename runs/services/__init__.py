@@ -34,7 +34,7 @@ from runs.services.leases import (
     leases_left,
     leases_release,
 )
-from runs.services.ledger import ledger_export_record
+from runs.services.ledger import evidence_export, ledger_export_record
 from runs.services.moves import run_move_out, run_restore
 from runs.services.outreach import (
     approval_escalate,
@@ -83,6 +83,7 @@ __all__ = [
     "connectors_disable",
     "connectors_enable",
     "decide_by_link",
+    "evidence_export",
     "grant_check",
     "grant_problem",
     "lease_claim",

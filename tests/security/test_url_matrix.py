@@ -88,6 +88,7 @@ PAGES = {
     "tenant_switch": Rule(get=None, post=ALL),
     "receipt_ledger": Rule(get=AUDITORS, post=None),
     "receipt_export": Rule(get=AUDITORS, post=None),
+    "evidence_download": Rule(get=AUDITORS, post=None),
     "audit_log": Rule(get=AUDITORS, post=None),
     "audit_export_csv": Rule(get=AUDITORS, post=None),
     "audit_export_jsonl": Rule(get=AUDITORS, post=None),

@@ -10,10 +10,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from control.foundation.audit import audit_record
 from control.models import Tenant
 from runs.models import Run
-from runs.record.evidence_bundle import Chosen, bundle_write
+from runs.record.evidence_bundle import Chosen
+from runs.services import evidence_export
 
 
 class Command(BaseCommand):
@@ -42,18 +42,10 @@ class Command(BaseCommand):
         if chosen.since and chosen.until and chosen.since >= chosen.until:
             raise CommandError("--since must be before --until")
         try:
-            manifest = bundle_write(chosen, Path(output))
+            manifest = evidence_export(chosen, Path(output), actor="export_evidence")
         except OSError as error:
             raise CommandError(f"cannot write {output}: {error}; nothing written") from None
         counts = manifest["body"]["counts"]
-        audit_record(
-            actor="export_evidence",
-            verb="evidence.export",
-            tenant=found,
-            object_type="tenant",
-            object_id=str(found.pk),
-            data={"filter": chosen.described(), "counts": counts},
-        )
         if options["verbosity"]:
             self.stdout.write(
                 f"{counts['statements.jsonl']} statements of {counts['intents.jsonl']} intents "
