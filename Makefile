@@ -52,7 +52,8 @@ SQLITE_TESTS := tests/runs tests/reconciliation tests/faults/test_execution.py \
 	tests/test_migrations_current.py tests/pages/test_risk.py tests/pages/test_time_zones.py \
 	tests/pages/test_audit_page.py tests/pages/test_summary_line.py \
 	tests/browser/test_cards.py tests/browser/test_audit.py tests/browser/test_reconciliation.py \
-	tests/browser/test_time_zones.py
+	tests/browser/test_time_zones.py tests/evidence tests/pages/test_decision_view.py \
+	tests/pages/test_evidence_download.py
 
 test-sqlite: $(STAMP)
 	scripts/ensure-services

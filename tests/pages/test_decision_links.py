@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from control.models import AuditEntry
-from runs.models import Action, Approval, DecisionLinkUse
+from runs.models import Action, Approval, DecisionLinkUse, Statement
 from runs.models.notify_kinds import REQUESTED
 from runs.notifications import approval_notify
 from runs.services import action_edit_and_approve, tool_policy_set
@@ -115,6 +115,12 @@ def test_the_approver_signed_in_confirms_and_the_action_is_approved_once(
     use = DecisionLinkUse.objects.get(action=action)
     assert (use.approver, use.decision, use.logged_in) == (olivia, "approve", True)
     assert AuditEntry.objects.filter(verb="action.decided_by_link", actor="olivia").exists()
+    receipt = Statement.objects.get(action=action, kind="decision").body
+    assert receipt["decider"] == {
+        "kind": "person",
+        "name": "olivia",
+        "authenticated": "decision_link+session",
+    }
 
     again = client.post(path, approve_form(action))
     assert again.status_code == 410
@@ -153,13 +159,19 @@ def test_link_only_tools_decide_without_a_session(client, tenant, olivia, mailou
     action = make_waiting(tenant)
     path = link_for(action, olivia, mailoutbox)
 
-    assert "Confirm: approve this write" in client.get(path).content.decode()
-    response = client.post(path, approve_form(action))
+    page = client.get(path).content.decode()
+    assert "Confirm: approve this write" in page
+    shown = re.search(r'name="seen_view" value="([^"]+)"', page).group(1)
+    response = client.post(path, {**approve_form(action), "seen_view": shown})
 
     assert response.status_code == 200
     action.refresh_from_db()
     assert action.status == "approved"
     assert DecisionLinkUse.objects.get(action=action).logged_in is False
+    receipt = Statement.objects.get(action=action, kind="decision").body
+    assert receipt["decider"]["authenticated"] == "decision_link"
+    # The page's form carried the digest of the view it showed, which the receipt signs.
+    assert receipt["view_seen"] == receipt["view_digest"] == shown
 
 
 def test_turning_link_only_off_stops_links_already_sent(client, tenant, olivia, mailoutbox):
