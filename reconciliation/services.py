@@ -119,9 +119,7 @@ def mark_resolved(
         case_pk=case.pk,
         resolution=resolution,
         note=note,
-        decider=receipts.person(user, receipts.SESSION)
-        if user is not None
-        else {"kind": "probe", "name": actor, "authenticated": "countersign"},
+        decider=receipts.person(user, receipts.SESSION) if user else receipts.probe(actor),
         found=evidence,
         entry=entry,
     )

@@ -13,8 +13,8 @@ It checks, and names the first record that breaks:
   again to it; an executed write's receipt carries its intent's digest, and approvals came
   first (enough people, or a standing rule, or a policy that asks none);
 - every ending: each intent as the bundle lists it is what its statements say (a write that
-  succeeded has its receipt; one rejected, expired, superseded or cancelled ends in the
-  statement that nothing was sent);
+  succeeded has its receipt, one that failed its failure; one rejected, expired or superseded
+  ends in the statement that nothing was sent, and one cancelled has that statement);
 - last, each file's digest and count against the manifest.
 
 Without --keys, the bundle's own public keys are used, and the summary says so: a bundle
@@ -42,6 +42,9 @@ GENESIS_HASH = "sha256:" + "0" * 64
 # An intent in one of these ended without its write applied: its chain must say so last.
 NOT_SENT = frozenset({"rejected", "expired", "superseded"})
 DONE = frozenset({"succeeded", "satisfied"})
+# Ended with each kind: a cancelled write states it was not sent, maybe before its case's
+# resolution; a failed one its failure.
+ENDED_WITH = {"cancelled": "never_sent", "failed": "failed"}
 AUDIT_FIELDS = (
     "seq",
     "tenant",
@@ -157,8 +160,8 @@ def _check_link(chain: list[dict], body: dict, line: dict, record: str) -> None:
 
 def _check_binding(chain: list[dict], body: dict, audit: dict, record: str) -> None:
     kind = body.get("kind")
-    if "audit" in body and body["audit"] is not None:
-        place = body["audit"]
+    place = body.get("audit")
+    if place:
         entry = audit.get(place.get("seq"))
         if entry is None:
             raise Broken(record, f"its audit entry #{place.get('seq')} is not in the bundle")
@@ -216,10 +219,13 @@ def _intents(directory: Path, chains: dict[str, list[dict]], report: Report) -> 
             raise Broken(record, f"the intent {status} but no receipt of its execution is here")
         if status in NOT_SENT and (not kinds or kinds[-1] != "never_sent"):
             raise Broken(record, f"the intent is {status} but no statement says it was not sent")
-        if status in NOT_SENT and "executed" in kinds:
+        if status in ENDED_WITH and ENDED_WITH[status] not in kinds:
+            raise Broken(record, f"the intent is {status} but no statement says so")
+        if (status in NOT_SENT or status in ENDED_WITH) and "executed" in kinds:
             raise Broken(record, f"the intent is {status} yet a receipt says it executed")
-        if intent.get("needs_approval") and status in DONE and _approval_problem(chain):
-            raise Broken(record, f"executed without approval: {_approval_problem(chain)}")
+        problem = _approval_problem(chain) if status in DONE else ""
+        if intent.get("needs_approval") and problem:
+            raise Broken(record, f"executed without approval: {problem}")
         report.intents[status] += 1
     for action, chain in chains.items():
         if action not in listed:

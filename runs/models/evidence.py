@@ -22,7 +22,7 @@ class Statement(models.Model):
         DECISION = "decision"  # approve or reject, by a person, a link, or a standing rule
         UNREVIEWED = "unreviewed"  # the tool's policy asks no approval: executed as proposed
         EXECUTED = "executed"  # the external system's receipt (or a reconciler's evidence)
-        FAILED = "failed"  # the external system refused it: provably not applied
+        FAILED = "failed"  # for good: the system refused it, or a person gave up on it
         UNCERTAIN = "uncertain"  # the outcome is unknown: a case is open
         RESOLVED = "resolved"  # a reconciler's resolution of that case
         NEVER_SENT = "never_sent"  # rejected, expired or dropped with no attempt made

@@ -1,6 +1,6 @@
 """Decision receipts written: each intent's chain of signed statements (runs.models.evidence).
 
-`statement_append` adds one to an intent's chain: the body names the intent, its place in
+`statements_append` adds one to each intent's chain: the body names the intent, its place in
 the chain, the previous statement's hash and the signing key, and is signed as canonical
 JSON. The callers are the services that decide, execute, expire and reconcile; each appends
 in the transaction of the change it states, so a statement exists exactly when its change
@@ -10,7 +10,6 @@ committed. Lock order: the caller holds the action's row (or the run's lease) al
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
 
 from django.utils import timezone
 
@@ -22,19 +21,10 @@ from runs.models import Action, Statement
 FORMAT = 1
 
 
-def statement_append(
-    action: Action, *, kind: str, content: dict, now: datetime | None = None
-) -> Statement:
-    (statement,) = statements_append([(action, kind, content)], now=now)
-    return statement
-
-
-def statements_append(
-    entries: list[tuple[Action, str, dict]], *, now: datetime | None = None
-) -> list[Statement]:
+def statements_append(entries: list[tuple[Action, str, dict]]) -> list[Statement]:
     """One statement at the end of each (action, kind, content)'s chain, in one insert; the
     chains' ends are read in one query. An action appears at most once."""
-    moment = now or timezone.now()
+    moment = timezone.now()
     ends = _chain_ends([action.pk for action, _, _ in entries])
     key_id = evidence_keys.current_key_id()
     statements = []

@@ -17,7 +17,14 @@ from runs.exceptions import InvalidArguments, NotAllowed, StaleState
 from runs.models import TERMINAL_PHASES, Action, Receipt, Run
 from runs.record.events import append_event
 from runs.record.outbox import EXECUTE_JOB
-from runs.services import action_set_status, checkpoint_or_stop, outbox_write, run_cancel, saga
+from runs.services import (
+    action_set_status,
+    checkpoint_or_stop,
+    evidence,
+    outbox_write,
+    run_cancel,
+    saga,
+)
 from runs.services.protocol import load_action, receipt_record
 from runs.services.recovery import action_uncertain
 from runs.tools import errors as tool_errors
@@ -51,6 +58,7 @@ def _fail_for_good(
         error_class=error_class,
         last_error=reason[:2000],
     )
+    evidence.failed_stated(action, error_class=error_class, detail=f"by {actor}: {reason}"[:2000])
     said = error_class.replace("_", " ")
     saga.step_failed(
         run,

@@ -37,9 +37,19 @@ def view_check(checked: Checked, seen_view: str) -> dict:
     return view
 
 
-def decision_stated(
-    checked: Checked,
+def decision_stated(checked: Checked, **statement) -> None:
+    """A person's decision on the checked request (approval_decide, plan_decide)."""
+    _decision_stated(
+        checked.request, checked.items, run=checked.run, before=len(checked.granted), **statement
+    )
+
+
+def _decision_stated(
+    request: Action | Plan,
+    items: list[Action],
     *,
+    run: Run,
+    before: int,
     view: dict,
     seen_view: str,
     decision: str,
@@ -58,16 +68,16 @@ def decision_stated(
         "view": view,
         "view_digest": view_digest(view),
         "view_seen": seen_view or None,
-        "state_version": checked.request.base_version,
-        "plan_digest": checked.request.digest if isinstance(checked.request, Plan) else None,
-        "policy": _policy(checked.items[0], approvals_before=len(checked.granted), rule=rule),
+        "state_version": request.base_version,
+        "plan_digest": request.digest if isinstance(request, Plan) else None,
+        "policy": _policy(items[0], approvals_before=before, rule=rule),
         "reason": reason,
         "audit": audit_place(entry),
         "edited_from": edited_from,
     }
-    statements_append([(item, Kind.DECISION, content) for item in checked.items])
+    statements_append([(item, Kind.DECISION, content) for item in items])
     if decision == "reject":
-        never_sent_stated(checked.items, run=checked.run, status=Action.Status.REJECTED)
+        never_sent_stated(items, run=run, status=Action.Status.REJECTED)
 
 
 def rule_decision_stated(
@@ -75,8 +85,11 @@ def rule_decision_stated(
 ) -> None:
     """A standing rule's approval: no one saw this intent; the rule's approvers saw the rule."""
     view = decision_view(action)
-    decision_stated(
-        Checked(request=action, run=run, items=[action], granted=frozenset(), now=entry.created_at),
+    _decision_stated(
+        action,
+        [action],
+        run=run,
+        before=0,
         view=view,
         seen_view="",
         decision="approve",
@@ -94,6 +107,11 @@ def rule_decision_stated(
 
 def person(approver, via: str) -> dict:
     return {"kind": "person", "name": approver.get_username(), "authenticated": via}
+
+
+def probe(actor: str) -> dict:
+    """The reconciler's automatic probes, which settle a case on a receipt found by key."""
+    return {"kind": "probe", "name": actor, "authenticated": "countersign"}
 
 
 def never_sent_stated(items: list[Action], *, run: Run, status: str, detail: str = "") -> None:
@@ -148,7 +166,8 @@ def executed_stated(done: list[tuple[Action, Receipt]]) -> None:
 
 
 def failed_stated(action: Action, *, error_class: str, detail: str) -> None:
-    """The external system refused the write: each attempt provably not applied."""
+    """The write failed for good: the external system refused it (each attempt provably not
+    applied), its tool is gone, or a person gave up on it (`error_class` says which)."""
     content = {"attempts": action.attempt_count, "error_class": error_class, "detail": detail}
     statements_append([(action, Kind.FAILED, content)])
 

@@ -18,6 +18,7 @@ from runs.record.outbox import EXECUTE_JOB, OPEN_CASE_JOB
 from runs.services import (
     action_set_status,
     checkpoint_or_stop,
+    evidence,
     outbox_write,
     saga,
 )
@@ -218,6 +219,7 @@ def action_unsupported(
         error_class=error_class,
         last_error=detail[:2000],
     )
+    evidence.failed_stated(action, error_class=error_class, detail=detail[:2000])
     reason = f"{action.action_id} ({action.tool} {action.contract_version}): {detail}"[:2000]
     saga.step_failed(run, action=action, reason=reason, actor=worker, lease=lease)
     checkpoint_or_stop(run)

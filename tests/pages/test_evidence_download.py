@@ -34,7 +34,7 @@ def test_an_auditor_downloads_a_bundle_that_verifies_and_the_export_is_audited(
 
     assert response.status_code == 200
     assert response["Content-Type"] == "application/zip"
-    zipfile.ZipFile(io.BytesIO(response.content)).extractall(tmp_path)
+    zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content))).extractall(tmp_path)
     [bundle] = list(tmp_path.iterdir())
     assert verify_bundle(bundle).intents == {"succeeded": 1}
     entry = AuditEntry.objects.get(verb="evidence.export")
