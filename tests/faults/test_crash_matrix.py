@@ -97,7 +97,14 @@ def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Rando
         "recorded": "after_receipt",
     }[window]
     # Scoped to this action: a recovered orphan of an earlier run passes the point unharmed.
-    assert workers.run_burst(fault_point=f"{point}@{action.pk}") == -signal.SIGKILL
+    code = workers.run_burst(fault_point=f"{point}@{action.pk}")
+    if code != -signal.SIGKILL:
+        action.refresh_from_db()
+        attempts = list(Attempt.objects.filter(action=action).values_list("status", "error_class", "error"))
+        raise AssertionError(
+            f"the worker exited {code} without reaching {point} for {action.target}: the action"
+            f" is {action.status}, its attempts {attempts}; the worker said:\n{workers.last_output}"
+        )
 
 
 @pytest.mark.parametrize("window", WINDOWS)
