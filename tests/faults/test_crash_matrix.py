@@ -100,10 +100,11 @@ def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Rando
     code = workers.run_burst(fault_point=f"{point}@{action.pk}")
     if code != -signal.SIGKILL:
         action.refresh_from_db()
-        attempts = list(Attempt.objects.filter(action=action).values_list("status", "error_class", "error"))
+        attempts = Attempt.objects.filter(action=action)
+        said = list(attempts.values_list("status", "error_class", "error"))
         raise AssertionError(
             f"the worker exited {code} without reaching {point} for {action.target}: the action"
-            f" is {action.status}, its attempts {attempts}; the worker said:\n{workers.last_output}"
+            f" is {action.status}, its attempts {said}; the worker said:\n{workers.last_output}"
         )
 
 
