@@ -54,6 +54,9 @@ class Workers:
 
     def __init__(self, sandbox_url: str) -> None:
         self.sandbox_url = sandbox_url
+        # Short, so an orphan's lease runs out within a test; a test that expires leases
+        # itself may lengthen it, so a worker stalled on a busy machine keeps its own.
+        self.lease_seconds = WORKER_LEASE_SECONDS
         self.processes: list[subprocess.Popen] = []
         # The RQ worker processes' names (a test may add other processes to stop, unnamed).
         self.names: dict[subprocess.Popen, str] = {}
@@ -66,7 +69,7 @@ class Workers:
             "SANDBOX_DATABASE_URL": _database_url("sandbox"),
             "COUNTERSIGN_SANDBOX_URL": self.sandbox_url,
             "REDIS_URL": settings.REDIS_URL,
-            "COUNTERSIGN_LEASE_SECONDS": str(WORKER_LEASE_SECONDS),
+            "COUNTERSIGN_LEASE_SECONDS": str(self.lease_seconds),
             "COUNTERSIGN_LOG_LEVEL": "WARNING",
         }
         env.update(extra)

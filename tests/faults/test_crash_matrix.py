@@ -112,6 +112,10 @@ def _crash(window: str, action: Action, workers, sandbox: str, rng: random.Rando
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda case: case.tool)
 def test_crash_window(tool: ToolCase, window: str, workers, sandbox):
     rng = random.Random(f"{tool.tool}/{window}")
+    # Every dead worker's lease is run out by _clock_passes_lease_expiry, never by waiting: a
+    # long lease keeps a live worker stalled on a busy machine from losing its own mid-call
+    # (its action would then wait out a retry, and the burst exit without reaching the point).
+    workers.lease_seconds = 60
     tenant = make_tenant()
     operator = make_user(tenant, "operator")
     actions = []
