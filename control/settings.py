@@ -10,12 +10,14 @@ from django.utils.csp import CSP
 from control.foundation import evidence_keys
 from control.foundation.env import (
     env_bool,
+    env_choice,
     env_database,
     env_int,
     env_list,
     env_signing_keys,
     env_str,
 )
+from runs.notify import signing as webhook
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -227,6 +229,19 @@ COUNTERSIGN_BASE_URL = env_str("COUNTERSIGN_BASE_URL", default="http://localhost
 COUNTERSIGN_ALLOW_INSECURE_LINKS = env_bool("COUNTERSIGN_ALLOW_INSECURE_LINKS", default=False)
 COUNTERSIGN_NOTIFY_WEBHOOK_URL = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_URL", default="")
 COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", default="")
+# standard: Standard Webhooks signatures over CloudEvents (a whsec_ secret); countersign-v1:
+# the deprecated format of earlier releases, kept for this one (runs.notify.webhook).
+COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT = env_choice(
+    "COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT", webhook.FORMATS, default=webhook.STANDARD
+)
+if COUNTERSIGN_NOTIFY_WEBHOOK_URL:
+    if not COUNTERSIGN_NOTIFY_WEBHOOK_SECRET:
+        raise ImproperlyConfigured(
+            "COUNTERSIGN_NOTIFY_WEBHOOK_URL is set without COUNTERSIGN_NOTIFY_WEBHOOK_SECRET:"
+            " the webhook is signed, never sent unsigned"
+        )
+    if COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT == webhook.STANDARD:
+        webhook.standard_key(COUNTERSIGN_NOTIFY_WEBHOOK_SECRET)
 # A waiting request this close to its expiry gets an "about to expire" notification.
 COUNTERSIGN_APPROVAL_WARNING_SECONDS = env_int(
     "COUNTERSIGN_APPROVAL_WARNING_SECONDS", 3600, minimum=1

@@ -1,7 +1,8 @@
 """Tell people that a write waits for them: by email, and by an optional signed JSON webhook.
 
 Rooms: `delivery` (the job's work, confirmation and retries), `recipients` (who is told),
-`mail` (the subject and text of a mail), `webhook` (signing and sending the JSON). The kinds
+`mail` (the subject and text of a mail), `webhook` (sending it), `signing` (its signatures
+and secret), `events` (its CloudEvents envelope and event types). The kinds
 of moment are runs.models.notify_kinds; the job sits at its stored path, runs.notifications.
 
 Four moments: an approval was requested, it waited past its tool policy's SLA (escalated),
@@ -30,6 +31,8 @@ and decision link: an agent cannot draw a block that passes for ours (notificati
 Settings (all optional; read at each call):
 - COUNTERSIGN_BASE_URL: where links in messages point (default http://localhost:8000).
 - COUNTERSIGN_NOTIFY_FROM: the sender address (default DEFAULT_FROM_EMAIL).
-- COUNTERSIGN_NOTIFY_WEBHOOK_URL and COUNTERSIGN_NOTIFY_WEBHOOK_SECRET: when both are set,
-  each notification is also POSTed there as JSON, signed with HMAC-SHA256.
+- COUNTERSIGN_NOTIFY_WEBHOOK_URL and COUNTERSIGN_NOTIFY_WEBHOOK_SECRET: each notification is
+  also POSTed there, signed; COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT says how: `standard` (Standard
+  Webhooks over a CloudEvents 1.0 event, a whsec_ secret) or the deprecated `countersign-v1`
+  (docs/WEBHOOKS.md).
 """

@@ -5,17 +5,18 @@ a lost job handed over again by the sweep."""
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import requests
 from django.conf import settings
 from django.core.mail import send_mass_mail
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from runs.models import Action, OutboxMessage
 from runs.models.notify_kinds import ESCALATED, EXPIRED, EXPIRING, KINDS, REQUESTED
 from runs.notify.mail import mails, notification_payload
-from runs.notify.webhook import WebhookError, webhook_send
+from runs.notify.webhook import STANDARD, WebhookError, webhook_send
 from runs.record.outbox import NOTIFY_JOB
 
 logger = logging.getLogger(__name__)
@@ -40,8 +41,9 @@ def deliver(*, action: str, kind: str) -> int:
     if kind not in KINDS:
         raise ValueError(f"unknown notification kind {kind!r}")
     messages = OutboxMessage.objects.filter(job=NOTIFY_JOB, action_id=action, payload__kind=kind)
+    first = messages.order_by("created_at").values_list("created_at", flat=True).first()
     try:
-        sent = _send(action=action, kind=kind)
+        sent = _send(action=action, kind=kind, occurred_at=first or timezone.now())
     except (WebhookError, requests.RequestException, OSError) as error:
         reason = delivery_failure(error)
         logger.warning("notification %s:%s not delivered: %s", kind, action, reason)
@@ -51,7 +53,7 @@ def deliver(*, action: str, kind: str) -> int:
     return sent
 
 
-def _send(*, action: str, kind: str) -> int:
+def _send(*, action: str, kind: str, occurred_at: datetime) -> int:
     row = (
         Action.objects.select_related("run", "tenant", "observation", "plan")
         .filter(pk=action, status=STILL_TRUE[kind])
@@ -68,7 +70,13 @@ def _send(*, action: str, kind: str) -> int:
     url = getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_URL", "")
     secret = getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", "")
     if url and secret:
-        webhook_send(url=url, secret=secret, payload=payload)
+        webhook_send(
+            url=url,
+            secret=secret,
+            payload=payload,
+            occurred_at=occurred_at,
+            format=getattr(settings, "COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT", STANDARD),
+        )
         sent += 1
     return sent
 

@@ -3,7 +3,10 @@ without htmx's request header, in their own tenant or another, with or without t
 
 from __future__ import annotations
 
+import base64
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django.contrib.messages import get_messages
@@ -13,6 +16,8 @@ from runs.services import approval_expire, tool_policy_set
 from tests.factories import make_action, make_run, make_tenant, make_user
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+# A Standard Webhooks secret (the webhook's default format): whsec_ and a base64 key.
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"webhook-test-key-of-thirty-two-b").decode()
 
 
 @pytest.fixture
@@ -83,3 +88,32 @@ def make_expired(tenant, *, actor: str = "tests") -> Action:
 def phase_of(run: Run) -> str:
     run.refresh_from_db()
     return run.phase
+
+
+@pytest.fixture
+def receiver():
+    """A webhook endpoint that records what it was sent and answers `status`."""
+    received: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        status = 204
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append({"headers": dict(self.headers), "body": body})
+            self.send_response(Handler.status)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield {
+        "url": f"http://127.0.0.1:{server.server_port}/hook",
+        "received": received,
+        "handler": Handler,
+    }
+    server.shutdown()
+    server.server_close()

@@ -1,14 +1,12 @@
-"""Notifications about approvals: email through Django's backend, and a JSON webhook signed
-with HMAC. The webhook receiver here is a real HTTP server on localhost."""
+"""Notifications about approvals: email through Django's backend, and a signed webhook (its
+formats: test_webhook_format.py). The webhook receiver is a real HTTP server on localhost."""
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from django.core import mail
@@ -19,43 +17,13 @@ from runs.models import OutboxMessage
 from runs.models.notify_kinds import EXPIRED, EXPIRING, REQUESTED
 from runs.notifications import approval_notify
 from runs.notify.delivery import LOST_AFTER, NOTIFY_ATTEMPTS
-from runs.notify.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, webhook_verify
 from runs.record.outbox import NOTIFY_JOB, relay
 from runs.services import approval_expire, approval_warn_expiring, tool_policy_set
 from tests.factories import approve, make_action, make_run, make_user
-from tests.pages.conftest import make_expired, make_waiting
+from tests.pages.conftest import WEBHOOK_SECRET, make_expired, make_waiting
 
 pytestmark = pytest.mark.django_db
-SECRET = "webhook-test-secret"
-
-
-@pytest.fixture
-def receiver():
-    """A webhook endpoint that records what it was sent and answers `status`."""
-    received: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        status = 204
-
-        def do_POST(self):
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append({"headers": dict(self.headers), "body": body})
-            self.send_response(Handler.status)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield {
-        "url": f"http://127.0.0.1:{server.server_port}/hook",
-        "received": received,
-        "handler": Handler,
-    }
-    server.shutdown()
-    server.server_close()
+SECRET = WEBHOOK_SECRET
 
 
 def with_email(user, address: str):
@@ -98,39 +66,6 @@ def test_an_expired_request_is_announced_as_never_approved(tenant):
     approval_notify(action=str(action.pk), kind=EXPIRED)
 
     assert mail.outbox[0].subject.startswith("Approval expired, never approved")
-
-
-def test_the_webhook_receives_signed_json(tenant, settings, receiver):
-    settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = receiver["url"]
-    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = SECRET
-    action = make_waiting(tenant)
-
-    assert approval_notify(action=str(action.pk), kind=REQUESTED) == 1
-
-    (delivery,) = receiver["received"]
-    headers, body = delivery["headers"], delivery["body"]
-    assert webhook_verify(
-        secret=SECRET,
-        timestamp=headers[TIMESTAMP_HEADER],
-        body=body,
-        signature=headers[SIGNATURE_HEADER],
-    )
-    assert not webhook_verify(
-        secret="another-secret",
-        timestamp=headers[TIMESTAMP_HEADER],
-        body=body,
-        signature=headers[SIGNATURE_HEADER],
-    )
-    assert not webhook_verify(
-        secret=SECRET,
-        timestamp=headers[TIMESTAMP_HEADER],
-        body=body.replace(b"ticket-7", b"ticket-8"),
-        signature=headers[SIGNATURE_HEADER],
-    )
-    payload = json.loads(body)
-    assert payload["id"] == f"requested:{action.pk}"
-    assert payload["action"]["intent_digest"] == action.intent_digest
-    assert payload["action"]["state_version"] == action.base_version
 
 
 def _notify_message(action) -> OutboxMessage:

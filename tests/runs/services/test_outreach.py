@@ -17,8 +17,10 @@ from runs.execution.sweep import sweep_once
 from runs.models import Escalation, OutboxMessage
 from runs.models.notify_kinds import ESCALATED
 from runs.notifications import approval_notify
+from runs.notify.events import EVENT_TYPES
 from runs.services import approval_escalate, tool_policy_set
 from tests.factories import approve, make_action, make_run, make_tenant, make_user
+from tests.pages.conftest import WEBHOOK_SECRET
 
 CONTACTS = ["lead@example.com", "duty@example.com"]
 
@@ -162,7 +164,7 @@ def test_the_webhook_hears_the_escalation_as_its_own_kind(queue, settings):
     server = HTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     settings.COUNTERSIGN_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{server.server_port}/hook"
-    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = "webhook-test-secret"
+    settings.COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = WEBHOOK_SECRET
     try:
         tenant = make_tenant()
         escalate_after(tenant, 1)
@@ -174,6 +176,6 @@ def test_the_webhook_hears_the_escalation_as_its_own_kind(queue, settings):
     finally:
         server.shutdown()
         server.server_close()
-    (payload,) = received
-    assert (payload["id"], payload["kind"]) == (f"escalated:{action.pk}", "escalated")
-    assert payload["action"]["intent_digest"] == action.intent_digest
+    (event,) = received
+    assert (event["id"], event["type"]) == (f"escalated:{action.pk}", EVENT_TYPES[ESCALATED])
+    assert event["data"]["action"]["intent_digest"] == action.intent_digest
