@@ -230,7 +230,7 @@ COUNTERSIGN_ALLOW_INSECURE_LINKS = env_bool("COUNTERSIGN_ALLOW_INSECURE_LINKS", 
 COUNTERSIGN_NOTIFY_WEBHOOK_URL = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_URL", default="")
 COUNTERSIGN_NOTIFY_WEBHOOK_SECRET = env_str("COUNTERSIGN_NOTIFY_WEBHOOK_SECRET", default="")
 # standard: Standard Webhooks signatures over CloudEvents (a whsec_ secret); countersign-v1:
-# the deprecated format of earlier releases, kept for this one (runs.notify.webhook).
+# the deprecated format of earlier releases, kept for this one (runs.notify.signing).
 COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT = env_choice(
     "COUNTERSIGN_NOTIFY_WEBHOOK_FORMAT", webhook.FORMATS, default=webhook.STANDARD
 )
